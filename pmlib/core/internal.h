@@ -1,0 +1,268 @@
+/*
+ * Internal declarations shared by the runtime's layers. Never installed.
+ * Internal non-static names start with pm__.
+ */
+#ifndef PMLIB_CORE_INTERNAL_H
+#define PMLIB_CORE_INTERNAL_H
+
+#include "config.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pmlib.h"
+
+/* ---- logging (core/log.c) ---------------------------------------------- */
+
+enum pm__log_level { PM__LOG_ERROR = 0, PM__LOG_WARN, PM__LOG_INFO, PM__LOG_DEBUG };
+
+extern int pm__log_threshold;
+void pm__log_init(void);
+void pm__log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#define pm__error(...) pm__log(PM__LOG_ERROR, __VA_ARGS__)
+#define pm__warn(...) pm__log(PM__LOG_WARN, __VA_ARGS__)
+#define pm__info(...)                                                         \
+    do {                                                                      \
+        if (pm__log_threshold >= PM__LOG_INFO) pm__log(PM__LOG_INFO, __VA_ARGS__); \
+    } while (0)
+#ifdef NDEBUG
+#define pm__debug(...) ((void)0)
+#else
+#define pm__debug(...)                                                        \
+    do {                                                                      \
+        if (pm__log_threshold >= PM__LOG_DEBUG) pm__log(PM__LOG_DEBUG, __VA_ARGS__); \
+    } while (0)
+#endif
+
+/* A user mistake: log one line (what and how to fix) and return the code. */
+#define PM__FAIL(code, ...) (pm__error(__VA_ARGS__), (code))
+
+double pm__now(void);
+void *pm__aligned_alloc(size_t bytes);
+
+/* ---- handles (core/handles.c) ------------------------------------------ */
+
+/* Maps 64-bit handles (generation << 32 | slot + 1) to objects, so that a
+ * released handle is recognised instead of being dereferenced. */
+typedef struct pm__handle_table {
+    void **obj;
+    uint32_t *gen;
+    uint32_t *free_list;
+    uint32_t nfree, cap;
+} pm__handle_table_t;
+
+uint64_t pm__handle_add(pm__handle_table_t *t, void *obj);
+void *pm__handle_get(const pm__handle_table_t *t, uint64_t h);
+void pm__handle_remove(pm__handle_table_t *t, uint64_t h);
+void pm__handle_table_free(pm__handle_table_t *t);
+
+/* ---- memories (core/memory.c) ------------------------------------------ */
+
+typedef struct pm__memory {
+    uint64_t handle;
+    void *data;
+    size_t bytes;
+    uint64_t version;
+    int users; /* unfinished tasks naming this memory (runtime lock) */
+} pm__memory_t;
+
+/* Looks up a memory under the runtime lock; NULL if the handle is stale. */
+pm__memory_t *pm__memory_lookup_locked(pm_memory_t m);
+void pm__memory_free_all(void);
+
+/* ---- callbacks (core/registry.c) --------------------------------------- */
+
+#define PM__NAME_MAX 64
+
+typedef struct pm__callbacks {
+    char name[PM__NAME_MAX];
+    pm_callbacks_t cb;
+} pm__callbacks_t;
+
+const pm__callbacks_t *pm__registry_find(const char *name);
+void pm__registry_clear(void);
+
+/* ---- subscriptions (core/subscribe.c) ---------------------------------- */
+
+/* One subscription: `count` blocks of `block` bytes every `stride` bytes. */
+typedef struct pm__sub {
+    uint64_t offset, block, stride, count;
+    uint8_t mem, access;
+} pm__sub_t;
+
+/* The subscriptions of the subtasks of one chunk, in id order: those of
+ * subtask (first + k) are recs[start[k] .. start[k+1]). */
+typedef struct pm__chunk_subs {
+    uint32_t *start;
+    pm__sub_t *recs;
+    uint32_t n, cap;
+} pm__chunk_subs_t;
+
+struct pm__task;
+struct pm_subscription {
+    struct pm__task *task;
+    pm__chunk_subs_t *subs;
+    uint64_t id;
+    int err;
+};
+
+int pm__subscribe_chunk(struct pm__task *t, uint64_t chunk);
+int pm__subscribe_check_overlap(struct pm__task *t);
+void pm__chunk_subs_free(pm__chunk_subs_t *cs);
+
+/* ---- tasks (core/task.c) ----------------------------------------------- */
+
+enum pm__task_state {
+    PM__TASK_WAITING, /* earlier tasks on its memories are unfinished */
+    PM__TASK_PREPARE, /* subscribe callbacks are running */
+    PM__TASK_RUN,     /* subtasks are running */
+    PM__TASK_DONE
+};
+
+struct pm__sched_state;
+struct pm__reduce_tree;
+
+/* Per-stub counters of one task; written by that stub only. */
+typedef struct pm__stub_counts {
+    uint64_t subtasks, steals;
+    char pad[48];
+} pm__stub_counts_t;
+
+typedef struct pm__task {
+    uint64_t handle;
+    uint64_t seq; /* submit order */
+    pm_task_desc_t desc;
+    void *conf;
+    pm__callbacks_t cbs;
+    pm__memory_t *mems[PM_MAX_TASK_MEMORIES];
+    int nred;                           /* reduced memories */
+
+    int state;   /* enum pm__task_state, runtime lock */
+    int ndeps;   /* unfinished earlier tasks it waits for */
+    struct pm__task **dependents;
+    int ndependents, cap_dependents;
+    struct pm__task *next; /* active list */
+
+    uint64_t grain, nchunks;
+    /* prepare phase */
+    pm__chunk_subs_t *chunk_subs; /* NULL when nothing subscribes */
+    atomic_uint_fast64_t prep_next, prep_done;
+    /* run phase */
+    const struct pm__sched_policy *policy;
+    struct pm__sched_state *sched;
+    struct pm__reduce_tree *tree;
+    atomic_uint_fast64_t chunks_done;
+    pm__stub_counts_t *counts;
+
+    /* outcome */
+    pthread_mutex_t err_lock;
+    int status;
+    uint64_t failed_subtask;
+    uint64_t nfailed;
+    char message[256]; /* what went wrong with failed_subtask */
+    atomic_int started;
+    double t_submit, t_start, t_end;
+    pm_task_stats_t stats;
+} pm__task_t;
+
+/* Records a failure of subtask `id`; the lowest id's message is the one
+ * logged, once, when the task finishes. */
+void pm__task_fail(pm__task_t *t, int status, uint64_t id, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Called by the stub that completes the last prepare chunk / run chunk. */
+void pm__task_prepared(pm__task_t *t);
+void pm__task_finish(pm__task_t *t);
+void pm__task_free_all(void);
+
+/* ---- scheduling (sched/) ----------------------------------------------- */
+
+/* A scheduling policy: hands chunk indices of a task to stubs. */
+typedef struct pm__sched_policy {
+    const char *name;
+    pm_sched_t id;
+    int (*init)(pm__task_t *t, int nstubs);
+    /* Next chunk for `stub`; false when this stub gets no more chunks. */
+    bool (*take)(pm__task_t *t, int stub, uint64_t *chunk);
+    void (*fini)(pm__task_t *t);
+} pm__sched_policy_t;
+
+const pm__sched_policy_t *pm__sched_policy(pm_sched_t id);
+pm_sched_t pm__sched_parse(const char *name);
+const char *pm__sched_name(pm_sched_t id);
+
+/* ---- reduce (reduce/) -------------------------------------------------- */
+
+int pm__reduce_tree_create(pm__task_t *t);
+/* Hands the outputs of a finished chunk to the fixed merge tree. */
+struct pm__accset;
+int pm__reduce_tree_push(pm__task_t *t, uint64_t chunk, struct pm__accset *acc);
+/* Writes the merged result into the memories. */
+int pm__reduce_tree_apply(pm__task_t *t);
+void pm__reduce_tree_free(pm__task_t *t);
+
+/* ---- execution (exec/) ------------------------------------------------- */
+
+/* A device kind's stub operations. */
+typedef struct pm__stub pm__stub_t;
+typedef struct pm__device_ops {
+    const char *name;
+    pm_device_kind_t kind;
+    int (*init)(pm__stub_t *s);
+    /* Runs the subtasks of one chunk of a task. */
+    void (*run_chunk)(pm__stub_t *s, pm__task_t *t, uint64_t chunk);
+    void (*fini)(pm__stub_t *s);
+} pm__device_ops_t;
+
+struct pm__stub {
+    int index;            /* on this host */
+    int device_index;     /* core or GPU ordinal */
+    const pm__device_ops_t *ops;
+    double speed;         /* relative speed for proportional shares */
+    pthread_t thread;
+    void *priv;           /* device-specific state */
+};
+
+extern const pm__device_ops_t pm__cpu_ops;
+int pm__stubs_start(void);
+void pm__stubs_stop(void);
+/* Whether a stub may run the task's subtasks. */
+int pm__task_runnable_on(const pm__task_t *t, const pm__stub_t *s);
+
+/* ---- comm (comm/) ------------------------------------------------------ */
+
+int pm__comm_init(int *argc, char ***argv, int *host, int *nhosts);
+void pm__comm_finalize(void);
+
+/* ---- the runtime ------------------------------------------------------- */
+
+typedef struct pm__runtime {
+    int initialized;
+    int host, nhosts;
+    int nstubs, ncpu;
+    pm__stub_t *stubs;
+    pm_sched_t default_sched;
+
+    pthread_mutex_t lock;     /* everything below */
+    pthread_cond_t work_cv;   /* stubs wait for work */
+    pthread_cond_t done_cv;   /* waiters wait for tasks */
+    int shutdown;
+    pm__task_t *active, *active_tail;
+    uint64_t next_seq;
+    int first_failure;
+    pm__handle_table_t memories, tasks;
+} pm__runtime_t;
+
+extern pm__runtime_t pm__rt;
+
+/* Checks pm_init was called; logs what to do otherwise. */
+#define PM__CHECK_INIT(fn)                                                    \
+    do {                                                                      \
+        if (!pm__rt.initialized)                                              \
+            return PM__FAIL(PM_ENOTINIT, "%s called before pm_init; call pm_init(&argc, &argv) first", fn); \
+    } while (0)
+
+#endif /* PMLIB_CORE_INTERNAL_H */

@@ -1,0 +1,138 @@
+/* Memories: host buffers with a version that tasks and touches bump. */
+#include "core/internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+pm__memory_t *pm__memory_lookup_locked(pm_memory_t m)
+{
+    return pm__handle_get(&pm__rt.memories, m.id);
+}
+
+/* Looks a memory up and keeps the runtime lock held on success. */
+static int lookup(const char *fn, pm_memory_t m, pm__memory_t **out)
+{
+    PM__CHECK_INIT(fn);
+    pthread_mutex_lock(&pm__rt.lock);
+    *out = pm__memory_lookup_locked(m);
+    if (*out == NULL) {
+        pthread_mutex_unlock(&pm__rt.lock);
+        return PM__FAIL(PM_EBADHANDLE, "%s: memory handle %#llx was released or never created",
+                        fn, (unsigned long long)m.id);
+    }
+    return 0;
+}
+
+int pm_memory_create(size_t bytes, pm_memory_t *memory)
+{
+    PM__CHECK_INIT("pm_memory_create");
+    if (memory == NULL)
+        return PM__FAIL(PM_EINVAL, "pm_memory_create: memory is NULL; pass the address of a pm_memory_t");
+    *memory = PM_MEMORY_NULL;
+    if (bytes == 0)
+        return PM__FAIL(PM_EINVAL, "pm_memory_create: size 0; a memory holds at least one byte");
+    pm__memory_t *m = calloc(1, sizeof *m);
+    void *data = pm__aligned_alloc(bytes);
+    if (m == NULL || data == NULL) {
+        free(m);
+        free(data);
+        return PM__FAIL(PM_ENOMEM, "pm_memory_create: cannot allocate %zu bytes", bytes);
+    }
+    memset(data, 0, bytes);
+    m->data = data;
+    m->bytes = bytes;
+    m->version = 1;
+    pthread_mutex_lock(&pm__rt.lock);
+    m->handle = pm__handle_add(&pm__rt.memories, m);
+    pthread_mutex_unlock(&pm__rt.lock);
+    if (m->handle == 0) {
+        free(data);
+        free(m);
+        return PM__FAIL(PM_ENOMEM, "pm_memory_create: out of memory for handles");
+    }
+    memory->id = m->handle;
+    return 0;
+}
+
+void *pm_memory_data(pm_memory_t memory)
+{
+    pm__memory_t *m;
+    if (lookup("pm_memory_data", memory, &m) != 0)
+        return NULL;
+    void *p = m->data;
+    pthread_mutex_unlock(&pm__rt.lock);
+    return p;
+}
+
+int pm_memory_size(pm_memory_t memory, size_t *bytes)
+{
+    pm__memory_t *m;
+    if (bytes == NULL)
+        return PM__FAIL(PM_EINVAL, "pm_memory_size: bytes is NULL");
+    int rc = lookup("pm_memory_size", memory, &m);
+    if (rc != 0)
+        return rc;
+    *bytes = m->bytes;
+    pthread_mutex_unlock(&pm__rt.lock);
+    return 0;
+}
+
+int pm_memory_version(pm_memory_t memory, uint64_t *version)
+{
+    pm__memory_t *m;
+    if (version == NULL)
+        return PM__FAIL(PM_EINVAL, "pm_memory_version: version is NULL");
+    int rc = lookup("pm_memory_version", memory, &m);
+    if (rc != 0)
+        return rc;
+    *version = m->version;
+    pthread_mutex_unlock(&pm__rt.lock);
+    return 0;
+}
+
+int pm_memory_touch(pm_memory_t memory)
+{
+    pm__memory_t *m;
+    int rc = lookup("pm_memory_touch", memory, &m);
+    if (rc != 0)
+        return rc;
+    if (m->users > 0)
+        rc = PM__FAIL(PM_EBUSY, "pm_memory_touch: %d unfinished task(s) use this memory; "
+                      "pm_task_wait for them before writing it", m->users);
+    else
+        m->version++;
+    pthread_mutex_unlock(&pm__rt.lock);
+    return rc;
+}
+
+int pm_memory_release(pm_memory_t memory)
+{
+    pm__memory_t *m;
+    int rc = lookup("pm_memory_release", memory, &m);
+    if (rc != 0)
+        return rc;
+    if (m->users > 0) {
+        rc = PM__FAIL(PM_EBUSY, "pm_memory_release: %d unfinished task(s) use this memory; "
+                      "pm_task_wait for them first", m->users);
+        pthread_mutex_unlock(&pm__rt.lock);
+        return rc;
+    }
+    pm__handle_remove(&pm__rt.memories, m->handle);
+    pthread_mutex_unlock(&pm__rt.lock);
+    free(m->data);
+    free(m);
+    return 0;
+}
+
+void pm__memory_free_all(void)
+{
+    pm__handle_table_t *t = &pm__rt.memories;
+    for (uint32_t i = 0; i < t->cap; i++) {
+        pm__memory_t *m = t->obj[i];
+        if (m != NULL) {
+            free(m->data);
+            free(m);
+        }
+    }
+    pm__handle_table_free(t);
+}

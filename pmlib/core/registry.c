@@ -1,0 +1,66 @@
+/* Callback sets registered by name; every host registers the same names. */
+#include "core/internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static pm__callbacks_t *sets;
+static int nsets, capsets;
+
+int pm_callbacks_init(pm_callbacks_t *cb)
+{
+    if (cb == NULL)
+        return PM__FAIL(PM_EINVAL, "pm_callbacks_init: cb is NULL; pass the address of a pm_callbacks_t");
+    memset(cb, 0, sizeof *cb);
+    return 0;
+}
+
+const pm__callbacks_t *pm__registry_find(const char *name)
+{
+    for (int i = 0; i < nsets; i++)
+        if (strcmp(sets[i].name, name) == 0)
+            return &sets[i];
+    return NULL;
+}
+
+int pm_callbacks_register(const char *name, const pm_callbacks_t *cb)
+{
+    PM__CHECK_INIT("pm_callbacks_register");
+    if (name == NULL || cb == NULL)
+        return PM__FAIL(PM_EINVAL, "pm_callbacks_register: name and cb must not be NULL");
+    size_t len = strlen(name);
+    if (len == 0 || len >= PM__NAME_MAX)
+        return PM__FAIL(PM_EINVAL, "pm_callbacks_register: name '%.80s' must be 1 to %d bytes long",
+                        name, PM__NAME_MAX - 1);
+    if (cb->cpu == NULL && cb->cuda == NULL)
+        return PM__FAIL(PM_EINVAL, "callbacks '%s' have neither a cpu nor a cuda callback; set at least one", name);
+    int rc = 0;
+    pthread_mutex_lock(&pm__rt.lock);
+    if (pm__registry_find(name) != NULL) {
+        rc = PM__FAIL(PM_EEXIST, "callbacks '%s' are already registered; use another name", name);
+        goto out_unlock;
+    }
+    if (nsets == capsets) {
+        int cap = capsets ? capsets * 2 : 16;
+        pm__callbacks_t *n = realloc(sets, (size_t)cap * sizeof *n);
+        if (n == NULL) {
+            rc = PM__FAIL(PM_ENOMEM, "out of memory registering callbacks '%s'", name);
+            goto out_unlock;
+        }
+        sets = n;
+        capsets = cap;
+    }
+    memcpy(sets[nsets].name, name, len + 1);
+    sets[nsets].cb = *cb;
+    nsets++;
+out_unlock:
+    pthread_mutex_unlock(&pm__rt.lock);
+    return rc;
+}
+
+void pm__registry_clear(void)
+{
+    free(sets);
+    sets = NULL;
+    nsets = capsets = 0;
+}

@@ -1,0 +1,119 @@
+/* pm_init / pm_finalize and the process-wide runtime state. */
+#define _GNU_SOURCE
+#include "core/internal.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+pm__runtime_t pm__rt;
+
+/* Cores this process may run on (its affinity mask, as taskset sets it). */
+static int online_cpus(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+        return CPU_COUNT(&set);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+/* A positive integer from the environment, or `def` (with a warning if bad). */
+static int env_count(const char *name, int def, int max)
+{
+    const char *v = getenv(name);
+    if (v == NULL || *v == '\0')
+        return def;
+    char *end;
+    errno = 0;
+    long n = strtol(v, &end, 10);
+    if (errno != 0 || *end != '\0' || n < 1 || n > max) {
+        pm__warn("%s=%s is not a count from 1 to %d; using %d", name, v, max, def);
+        return def;
+    }
+    return (int)n;
+}
+
+static pm_sched_t env_sched(void)
+{
+    const char *v = getenv("PMLIB_SCHED");
+    if (v == NULL || *v == '\0')
+        return PM_SCHED_PULL;
+    pm_sched_t s = pm__sched_parse(v);
+    if (s == PM_SCHED_DEFAULT) {
+        pm__warn("PMLIB_SCHED=%s is not one of pull, static, proportional; using pull", v);
+        return PM_SCHED_PULL;
+    }
+    return s;
+}
+
+int pm_init(int *argc, char ***argv)
+{
+    if (pm__rt.initialized)
+        return PM__FAIL(PM_EINIT, "pm_init called twice; call it once per process (pm_finalize ends it)");
+    pm__log_init();
+    memset(&pm__rt, 0, sizeof pm__rt);
+    int rc = pm__comm_init(argc, argv, &pm__rt.host, &pm__rt.nhosts);
+    if (rc != 0)
+        return rc;
+    pm__rt.ncpu = env_count("PMLIB_NCPU", online_cpus(), 4096);
+    pm__rt.default_sched = env_sched();
+    pthread_mutex_init(&pm__rt.lock, NULL);
+    pthread_cond_init(&pm__rt.work_cv, NULL);
+    pthread_cond_init(&pm__rt.done_cv, NULL);
+    rc = pm__stubs_start();
+    if (rc != 0) {
+        pthread_cond_destroy(&pm__rt.done_cv);
+        pthread_cond_destroy(&pm__rt.work_cv);
+        pthread_mutex_destroy(&pm__rt.lock);
+        pm__comm_finalize();
+        return rc;
+    }
+    pm__rt.initialized = 1;
+    pm__info("pmlib %s: host %d of %d, %d cpu stubs, %s scheduling", pm_version(),
+             pm__rt.host, pm__rt.nhosts, pm__rt.nstubs, pm__sched_name(pm__rt.default_sched));
+    return 0;
+}
+
+int pm_finalize(void)
+{
+    PM__CHECK_INIT("pm_finalize");
+    pthread_mutex_lock(&pm__rt.lock);
+    while (pm__rt.active != NULL)
+        pthread_cond_wait(&pm__rt.done_cv, &pm__rt.lock);
+    pthread_mutex_unlock(&pm__rt.lock);
+    pm__stubs_stop();
+    pm__task_free_all();
+    pm__memory_free_all();
+    pm__registry_clear();
+    pm__comm_finalize();
+    pthread_cond_destroy(&pm__rt.done_cv);
+    pthread_cond_destroy(&pm__rt.work_cv);
+    pthread_mutex_destroy(&pm__rt.lock);
+    memset(&pm__rt, 0, sizeof pm__rt);
+    return 0;
+}
+
+int pm_host_id(void)
+{
+    return pm__rt.initialized ? pm__rt.host : -1;
+}
+
+int pm_host_count(void)
+{
+    return pm__rt.initialized ? pm__rt.nhosts : 0;
+}
+
+int pm_device_count(int kinds, int *count)
+{
+    PM__CHECK_INIT("pm_device_count");
+    if (count == NULL || kinds <= 0 || (kinds & ~PM_DEVICE_ANY))
+        return PM__FAIL(PM_EINVAL, "pm_device_count: pass a mask of PM_DEVICE_CPU/PM_DEVICE_GPU and a count pointer");
+    int n = 0;
+    for (int i = 0; i < pm__rt.nstubs; i++)
+        n += (pm__rt.stubs[i].ops->kind & kinds) != 0;
+    *count = n;
+    return 0;
+}

@@ -1,0 +1,199 @@
+/*
+ * The CPU stub: runs the subtasks of a chunk in id order on this thread.
+ * Reduced memories get a private output per subtask: the first subtask of a
+ * chunk writes straight into the chunk's accumulator, later ones into a
+ * scratch buffer merged into it right away; the chunk's accumulators then
+ * go up the task's merge tree.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "reduce/acc.h"
+
+typedef struct cpu_priv {
+    unsigned char *scratch[PM_MAX_TASK_MEMORIES];
+    size_t cap[PM_MAX_TASK_MEMORIES];
+} cpu_priv_t;
+
+static int cpu_init(pm__stub_t *s)
+{
+    s->priv = calloc(1, sizeof(cpu_priv_t));
+    return s->priv ? 0 : PM_ENOMEM;
+}
+
+static void cpu_fini(pm__stub_t *s)
+{
+    cpu_priv_t *p = s->priv;
+    if (p == NULL)
+        return;
+    for (int m = 0; m < PM_MAX_TASK_MEMORIES; m++)
+        free(p->scratch[m]);
+    free(p);
+    s->priv = NULL;
+}
+
+/* The subscriptions of one subtask. */
+typedef struct subs_view {
+    const pm__sub_t *r;
+    uint32_t n;
+} subs_view_t;
+
+static subs_view_t subs_of(const pm__task_t *t, uint64_t chunk, uint64_t id)
+{
+    subs_view_t v = {NULL, 0};
+    if (t->chunk_subs == NULL)
+        return v;
+    const pm__chunk_subs_t *cs = &t->chunk_subs[chunk];
+    uint64_t k = id - chunk * t->grain;
+    v.r = cs->recs + cs->start[k];
+    v.n = cs->start[k + 1] - cs->start[k];
+    return v;
+}
+
+/* Hull [lo, hi) of the subtask's subscriptions of memory m; false if none. */
+static bool hull(subs_view_t v, int m, uint64_t *lo, uint64_t *hi)
+{
+    bool any = false;
+    for (uint32_t i = 0; i < v.n; i++) {
+        const pm__sub_t *r = &v.r[i];
+        if (r->mem != m)
+            continue;
+        uint64_t a = r->offset, b = r->offset + (r->count - 1) * r->stride + r->block;
+        if (!any || a < *lo)
+            *lo = a;
+        if (!any || b > *hi)
+            *hi = b;
+        any = true;
+    }
+    return any;
+}
+
+typedef struct private_out {
+    bool used, direct;
+    uint64_t lo;
+} private_out_t;
+
+/* Points info->mem[m] of each reduced memory at a fresh private output. */
+static int open_private(pm__stub_t *s, pm__task_t *t, pm__accset_t *acc, subs_view_t v,
+                        pm_subtask_info_t *info, private_out_t *out)
+{
+    cpu_priv_t *p = s->priv;
+    for (int m = 0; m < t->desc.nmem; m++) {
+        uint64_t lo = 0, hi = 0;
+        out[m].used = false;
+        if (t->desc.mem[m].reduce == PM_REDUCE_NONE)
+            continue;
+        info->mem[m] = NULL;
+        if (!hull(v, m, &lo, &hi))
+            continue;
+        out[m] = (private_out_t){.used = true, .direct = acc->acc[m].data == NULL, .lo = lo};
+        if (out[m].direct) {
+            if (pm__acc_reserve(t, m, &acc->acc[m], lo, hi) != 0)
+                return PM_ENOMEM;
+            info->mem[m] = pm__natural(acc->acc[m].data, acc->acc[m].lo);
+            continue;
+        }
+        if (p->cap[m] < hi - lo) {
+            free(p->scratch[m]);
+            p->cap[m] = 0;
+            p->scratch[m] = malloc(hi - lo);
+            if (p->scratch[m] == NULL)
+                return PM_ENOMEM;
+            p->cap[m] = hi - lo;
+        }
+        pm__acc_fill(t, m, p->scratch[m], lo, lo, hi);
+        info->mem[m] = pm__natural(p->scratch[m], lo);
+    }
+    return 0;
+}
+
+/* Merges each private output into the chunk's accumulator. */
+static int close_private(pm__stub_t *s, pm__task_t *t, pm__accset_t *acc, subs_view_t v,
+                         const private_out_t *out)
+{
+    cpu_priv_t *p = s->priv;
+    for (int m = 0; m < t->desc.nmem; m++) {
+        if (!out[m].used)
+            continue;
+        /* The union of the subtask's written ranges, so no byte merges twice. */
+        pm__acc_t w = {0};
+        int rc = 0;
+        for (uint32_t i = 0; i < v.n && rc == 0; i++)
+            if (v.r[i].mem == m && (v.r[i].access & PM_WRITE))
+                rc = pm__acc_cover(&w, v.r[i].offset, v.r[i].offset + v.r[i].block);
+        for (uint32_t i = 0; i < w.ncov && rc == 0; i++) {
+            if (out[m].direct)
+                rc = pm__acc_cover(&acc->acc[m], w.cov[i].lo, w.cov[i].hi);
+            else
+                rc = pm__acc_merge_range(t, m, &acc->acc[m], p->scratch[m], out[m].lo,
+                                         w.cov[i].lo, w.cov[i].hi);
+        }
+        pm__acc_free(&w);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
+static void fail_subtask(const pm__stub_t *s, pm__task_t *t, uint64_t id, int status,
+                         const char *what)
+{
+    pm__task_fail(t, status, id, "subtask %llu: %s on host %d, cpu stub %d",
+                  (unsigned long long)id, what, pm__rt.host, s->index);
+}
+
+static const char *merge_failure(int rc)
+{
+    return rc == PM_ECALLBACK ? "the reduce callback failed" : "out of memory merging its reduce output";
+}
+
+static void cpu_run_chunk(pm__stub_t *s, pm__task_t *t, uint64_t chunk)
+{
+    uint64_t first = chunk * t->grain;
+    uint64_t last = first + t->grain < t->desc.subtasks ? first + t->grain : t->desc.subtasks;
+    pm_subtask_info_t info = {.count = t->desc.subtasks, .nmem = t->desc.nmem,
+                              .conf = t->conf, .conf_bytes = t->desc.conf_bytes,
+                              .host = pm__rt.host, .stub = s->index,
+                              .device = PM_DEVICE_CPU, .device_index = s->device_index};
+    for (int m = 0; m < t->desc.nmem; m++) {
+        info.mem[m] = t->mems[m]->data;
+        info.mem_bytes[m] = t->mems[m]->bytes;
+    }
+    pm__accset_t *acc = t->nred ? pm__accset_new() : NULL;
+    private_out_t out[PM_MAX_TASK_MEMORIES];
+    for (uint64_t id = first; id < last; id++) {
+        subs_view_t v = subs_of(t, chunk, id);
+        info.id = id;
+        if (t->nred) {
+            int rc = acc ? open_private(s, t, acc, v, &info, out) : PM_ENOMEM;
+            if (rc != 0) {
+                fail_subtask(s, t, id, PM_ENOMEM, "out of memory for its private reduce output");
+                continue;
+            }
+        }
+        int rc = t->cbs.cb.cpu(&info);
+        if (rc != 0) {
+            char what[64];
+            snprintf(what, sizeof what, "the cpu callback returned %d", rc);
+            fail_subtask(s, t, id, PM_ECALLBACK, what);
+            continue;
+        }
+        if (t->nred && (rc = close_private(s, t, acc, v, out)) != 0)
+            fail_subtask(s, t, id, rc, merge_failure(rc));
+    }
+    t->counts[s->index].subtasks += last - first;
+    if (acc != NULL) {
+        int rc = pm__reduce_tree_push(t, chunk, acc);
+        if (rc != 0)
+            fail_subtask(s, t, first, rc, merge_failure(rc));
+    }
+}
+
+const pm__device_ops_t pm__cpu_ops = {
+    .name = "cpu",
+    .kind = PM_DEVICE_CPU,
+    .init = cpu_init,
+    .run_chunk = cpu_run_chunk,
+    .fini = cpu_fini,
+};

@@ -1,0 +1,145 @@
+/*
+ * Stubs: one worker thread per CPU core (and, with CUDA, per GPU). A stub
+ * looks for work in the active tasks in submit order: subscribe chunks of a
+ * preparing task or subtask chunks of a running one. It keeps a chunk in
+ * hand while it asks for the next, so the task cannot complete (and be
+ * freed) under it.
+ */
+#define _GNU_SOURCE
+#include "core/internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+enum job { JOB_NONE, JOB_PREPARE, JOB_RUN };
+
+static enum job find_work_locked(pm__stub_t *s, pm__task_t **task, uint64_t *chunk)
+{
+    for (pm__task_t *t = pm__rt.active; t != NULL; t = t->next) {
+        if (t->state == PM__TASK_PREPARE) {
+            uint64_t k = atomic_fetch_add(&t->prep_next, 1);
+            if (k < t->nchunks) {
+                *task = t;
+                *chunk = k;
+                return JOB_PREPARE;
+            }
+        } else if (t->state == PM__TASK_RUN && pm__task_runnable_on(t, s) &&
+                   t->policy->take(t, s->index, chunk)) {
+            *task = t;
+            return JOB_RUN;
+        }
+    }
+    return JOB_NONE;
+}
+
+/* After a stub counts its last chunk done it must not read the task again:
+ * another stub may finish it and the program free it; hence `n`. */
+static void prepare_loop(pm__task_t *t, uint64_t k)
+{
+    const uint64_t n = t->nchunks;
+    for (;;) {
+        pm__subscribe_chunk(t, k);
+        uint64_t next = atomic_fetch_add(&t->prep_next, 1);
+        if (atomic_fetch_add(&t->prep_done, 1) + 1 == n)
+            pm__task_prepared(t);
+        if (next >= n)
+            return;
+        k = next;
+    }
+}
+
+static void run_loop(pm__stub_t *s, pm__task_t *t, uint64_t k)
+{
+    const uint64_t n = t->nchunks;
+    int expected = 0;
+    if (atomic_load_explicit(&t->started, memory_order_relaxed) == 0) {
+        double now = pm__now();
+        if (atomic_compare_exchange_strong(&t->started, &expected, 1))
+            t->t_start = now;
+    }
+    for (;;) {
+        s->ops->run_chunk(s, t, k);
+        uint64_t next;
+        bool more = t->policy->take(t, s->index, &next);
+        if (atomic_fetch_add(&t->chunks_done, 1) + 1 == n)
+            pm__task_finish(t);
+        if (!more)
+            return;
+        k = next;
+    }
+}
+
+static void *stub_main(void *arg)
+{
+    pm__stub_t *s = arg;
+    pthread_mutex_lock(&pm__rt.lock);
+    while (!pm__rt.shutdown) {
+        pm__task_t *t;
+        uint64_t k;
+        enum job j = find_work_locked(s, &t, &k);
+        if (j == JOB_NONE) {
+            pthread_cond_wait(&pm__rt.work_cv, &pm__rt.lock);
+            continue;
+        }
+        pthread_mutex_unlock(&pm__rt.lock);
+        if (j == JOB_PREPARE)
+            prepare_loop(t, k);
+        else
+            run_loop(s, t, k);
+        pthread_mutex_lock(&pm__rt.lock);
+    }
+    pthread_mutex_unlock(&pm__rt.lock);
+    return NULL;
+}
+
+int pm__stubs_start(void)
+{
+    int n = pm__rt.ncpu;
+    pm__rt.stubs = calloc((size_t)n, sizeof *pm__rt.stubs);
+    if (pm__rt.stubs == NULL)
+        return PM__FAIL(PM_ENOMEM, "pm_init: out of memory for %d stubs", n);
+    for (int i = 0; i < n; i++) {
+        pm__stub_t *s = &pm__rt.stubs[i];
+        s->index = i;
+        s->device_index = i;
+        s->ops = &pm__cpu_ops;
+        s->speed = 1.0;
+        int rc = s->ops->init(s);
+        if (rc != 0)
+            goto fail;
+    }
+    for (int i = 0; i < n; i++) {
+        if (pthread_create(&pm__rt.stubs[i].thread, NULL, stub_main, &pm__rt.stubs[i]) != 0) {
+            pm__rt.nstubs = i;
+            pm__stubs_stop();
+            return PM__FAIL(PM_ENOMEM, "pm_init: cannot start stub thread %d of %d; lower PMLIB_NCPU", i, n);
+        }
+        char name[16];
+        snprintf(name, sizeof name, "pmlib-cpu%d", i % 100000);
+        pthread_setname_np(pm__rt.stubs[i].thread, name);
+    }
+    pm__rt.nstubs = n;
+    return 0;
+fail:
+    for (int i = 0; i < n; i++)
+        if (pm__rt.stubs[i].ops != NULL && pm__rt.stubs[i].priv != NULL)
+            pm__rt.stubs[i].ops->fini(&pm__rt.stubs[i]);
+    free(pm__rt.stubs);
+    pm__rt.stubs = NULL;
+    return PM__FAIL(PM_ENOMEM, "pm_init: cannot set up the stubs");
+}
+
+void pm__stubs_stop(void)
+{
+    pthread_mutex_lock(&pm__rt.lock);
+    pm__rt.shutdown = 1;
+    pthread_cond_broadcast(&pm__rt.work_cv);
+    pthread_mutex_unlock(&pm__rt.lock);
+    for (int i = 0; i < pm__rt.nstubs; i++)
+        pthread_join(pm__rt.stubs[i].thread, NULL);
+    for (int i = 0; i < pm__rt.ncpu && pm__rt.stubs; i++)
+        pm__rt.stubs[i].ops->fini(&pm__rt.stubs[i]);
+    free(pm__rt.stubs);
+    pm__rt.stubs = NULL;
+    pm__rt.nstubs = 0;
+}

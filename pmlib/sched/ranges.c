@@ -1,0 +1,125 @@
+/* Range hand-out and stealing shared by the scheduling policies. */
+#include "sched/ranges.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int pm__ranges_init(pm__task_t *t, int nstubs, const double *weight)
+{
+    struct pm__sched_state *st = calloc(1, sizeof *st);
+    if (st == NULL)
+        return PM_ENOMEM;
+    st->slot = pm__aligned_alloc((size_t)nstubs * sizeof *st->slot);
+    if (st->slot == NULL) {
+        free(st);
+        return PM_ENOMEM;
+    }
+    st->nstubs = nstubs;
+    double total = 0;
+    for (int s = 0; s < nstubs; s++)
+        total += weight[s];
+    double acc = 0;
+    uint64_t lo = 0;
+    for (int s = 0; s < nstubs; s++) {
+        acc += weight[s];
+        uint64_t hi = total > 0 ? (uint64_t)((double)t->nchunks * (acc / total) + 0.5) : 0;
+        if (hi > t->nchunks || (s == nstubs - 1 && total > 0))
+            hi = t->nchunks;
+        if (weight[s] <= 0)
+            hi = lo;
+        pthread_mutex_init(&st->slot[s].lock, NULL);
+        atomic_init(&st->slot[s].lo, lo);
+        atomic_init(&st->slot[s].hi, hi);
+        lo = hi;
+    }
+    t->sched = st;
+    return 0;
+}
+
+bool pm__ranges_take_own(pm__task_t *t, int stub, uint64_t *chunk)
+{
+    pm__range_slot_t *r = &t->sched->slot[stub];
+    bool got = false;
+    pthread_mutex_lock(&r->lock);
+    uint64_t lo = atomic_load_explicit(&r->lo, memory_order_relaxed);
+    if (lo < atomic_load_explicit(&r->hi, memory_order_relaxed)) {
+        *chunk = lo;
+        atomic_store_explicit(&r->lo, lo + 1, memory_order_relaxed);
+        got = true;
+    }
+    pthread_mutex_unlock(&r->lock);
+    return got;
+}
+
+static int pick_victim(const struct pm__sched_state *st, int self)
+{
+    int best = -1;
+    uint64_t most = 0;
+    for (int s = 0; s < st->nstubs; s++) {
+        if (s == self)
+            continue;
+        uint64_t lo = atomic_load_explicit(&st->slot[s].lo, memory_order_relaxed);
+        uint64_t hi = atomic_load_explicit(&st->slot[s].hi, memory_order_relaxed);
+        if (hi > lo && hi - lo > most) {
+            most = hi - lo;
+            best = s;
+        }
+    }
+    return best;
+}
+
+bool pm__ranges_steal(pm__task_t *t, int stub, uint64_t *chunk)
+{
+    struct pm__sched_state *st = t->sched;
+    for (;;) {
+        int v = pick_victim(st, stub);
+        if (v < 0)
+            return false;
+        pm__range_slot_t *vr = &st->slot[v];
+        pthread_mutex_lock(&vr->lock);
+        uint64_t lo = atomic_load_explicit(&vr->lo, memory_order_relaxed);
+        uint64_t hi = atomic_load_explicit(&vr->hi, memory_order_relaxed);
+        if (hi <= lo) { /* emptied meanwhile: look again */
+            pthread_mutex_unlock(&vr->lock);
+            continue;
+        }
+        /* The victim keeps the front (it is working there); take the back half. */
+        uint64_t take = (hi - lo) / 2;
+        if (take == 0)
+            take = 1;
+        uint64_t first = hi - take;
+        atomic_store_explicit(&vr->hi, first, memory_order_relaxed);
+        pthread_mutex_unlock(&vr->lock);
+
+        pm__range_slot_t *own = &st->slot[stub];
+        pthread_mutex_lock(&own->lock);
+        atomic_store_explicit(&own->lo, first + 1, memory_order_relaxed);
+        atomic_store_explicit(&own->hi, hi, memory_order_relaxed);
+        pthread_mutex_unlock(&own->lock);
+        t->counts[stub].steals++;
+        *chunk = first;
+        return true;
+    }
+}
+
+void pm__ranges_fini(pm__task_t *t)
+{
+    struct pm__sched_state *st = t->sched;
+    if (st == NULL)
+        return;
+    for (int s = 0; s < st->nstubs; s++)
+        pthread_mutex_destroy(&st->slot[s].lock);
+    free(st->slot);
+    free(st);
+    t->sched = NULL;
+}
+
+int pm__ranges_equal_weights(const pm__task_t *t, int nstubs, double *weight)
+{
+    int n = 0;
+    for (int s = 0; s < nstubs; s++) {
+        weight[s] = pm__task_runnable_on(t, &pm__rt.stubs[s]) ? 1.0 : 0.0;
+        n += weight[s] > 0;
+    }
+    return n;
+}

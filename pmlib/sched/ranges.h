@@ -1,0 +1,29 @@
+/*
+ * Per-stub ranges of chunk indices. A stub takes chunks from the front of
+ * its own range; a thief takes the back half of the largest other range.
+ */
+#ifndef PMLIB_SCHED_RANGES_H
+#define PMLIB_SCHED_RANGES_H
+
+#include "core/internal.h"
+
+/* One cache line per stub so that stubs do not slow each other down. */
+typedef struct pm__range_slot {
+    _Alignas(64) pthread_mutex_t lock;
+    atomic_uint_fast64_t lo, hi; /* written under lock, read freely to pick victims */
+} pm__range_slot_t;
+
+struct pm__sched_state {
+    int nstubs;
+    pm__range_slot_t *slot;
+};
+
+/* Splits [0, nchunks) in contiguous shares proportional to weight[] (0 = none). */
+int pm__ranges_init(pm__task_t *t, int nstubs, const double *weight);
+bool pm__ranges_take_own(pm__task_t *t, int stub, uint64_t *chunk);
+bool pm__ranges_steal(pm__task_t *t, int stub, uint64_t *chunk);
+void pm__ranges_fini(pm__task_t *t);
+/* Weights of this host's stubs that may run the task: 1 per eligible stub. */
+int pm__ranges_equal_weights(const pm__task_t *t, int nstubs, double *weight);
+
+#endif /* PMLIB_SCHED_RANGES_H */
