@@ -33,6 +33,10 @@ AC_DEFUN([PM_CHECK_CUDA], [
     AS_IF([test ! -d "$pm_cuda_libdir"], [pm_cuda_libdir="$CUDA_HOME/lib"])
     CUDA_LDFLAGS="-L$pm_cuda_libdir"
     CUDA_LIBS="-lcudart_static -ldl -lrt -lstdc++"
+    # The apps' GPU callbacks use these; only the apps link them.
+    CUBLAS_LIBS="-lcublas"
+    CUFFT_LIBS="-lcufft"
+    CURAND_LIBS="-lcurand"
     AS_IF([test "x$CUDA_ARCHS" = "x"], [
       AC_MSG_CHECKING([which GPU architectures $NVCC builds])
       echo '__global__ void pm_probe(void) {}' > conftest.cu
@@ -70,6 +74,9 @@ AC_DEFUN([PM_CHECK_CUDA], [
   AC_SUBST([CUDA_CPPFLAGS])
   AC_SUBST([CUDA_LDFLAGS])
   AC_SUBST([CUDA_LIBS])
+  AC_SUBST([CUBLAS_LIBS])
+  AC_SUBST([CUFFT_LIBS])
+  AC_SUBST([CURAND_LIBS])
   AC_SUBST([PMLIB_HAVE_CUDA])
   AM_CONDITIONAL([HAVE_CUDA], [test "x$pm_have_cuda" = "xyes"])
 ])
