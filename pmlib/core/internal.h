@@ -128,8 +128,8 @@ struct pm__reduce_tree;
 
 /* Per-stub counters of one task; written by that stub only. */
 typedef struct pm__stub_counts {
-    uint64_t subtasks, steals;
-    char pad[48];
+    _Alignas(64) uint64_t subtasks, steals;
+    uint64_t bytes_to_gpu, bytes_from_gpu, gpu_cache_hits;
 } pm__stub_counts_t;
 
 typedef struct pm__task {

@@ -382,6 +382,9 @@ static void fill_stats(pm__task_t *t)
         const pm__stub_counts_t *c = &t->counts[i];
         s->subtasks += c->subtasks;
         s->steals += c->steals;
+        s->bytes_to_gpu += c->bytes_to_gpu;
+        s->bytes_from_gpu += c->bytes_from_gpu;
+        s->gpu_cache_hits += c->gpu_cache_hits;
         if (pm__rt.stubs[i].ops->kind == PM_DEVICE_GPU)
             s->subtasks_gpu += c->subtasks;
         else
