@@ -115,7 +115,7 @@ static void measure(const char *name, pm_sched_t sched, const struct options *o)
     best_us = t[0] * 1e6 / (double)o->n;
     median_us = (t[(runs - 1) / 2] + t[runs / 2]) / 2 * 1e6 / (double)o->n;
     printf("sched=%-6s  best %8.4f us/subtask  median %8.4f us/subtask"
-           "  (best run %.3f s)\n", name, best_us, median_us, t[0]);
+           "  (best run %.3f ms)\n", name, best_us, median_us, t[0] * 1e3);
     printf("result app=overhead sched=%s n=%" PRIu64 " runs=%zu best_us=%.4f"
            " median_us=%.4f\n", name, o->n, runs, best_us, median_us);
     fflush(stdout);

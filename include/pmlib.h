@@ -184,6 +184,7 @@ typedef struct pm_subtask_info {
     int stub;             /**< stub (worker) index on that host */
     pm_device_kind_t device; /**< kind of the stub */
     int device_index;     /**< GPU ordinal for GPU stubs, core index for CPU */
+    void *internal;       /**< reserved for pmlib */
 } pm_subtask_info_t;
 
 /** Collects the subscriptions of one subtask; passed to subscribe callbacks. */
@@ -406,11 +407,19 @@ PM_EXPORT int pm_task_release(pm_task_t task);
 
 /**
  * Emits `bytes` bytes of variable-length output with an order key from a
- * running subtask; pmlib gathers the pieces on the submitting host in key
- * order. Not supported yet in this build: returns PM_ENOTSUP.
+ * running subtask (call it from a cpu callback, with the info it got). When
+ * the task completes, pmlib gathers every piece of every host on host 0
+ * into one new memory: pieces sorted by key, then by subtask id, then in
+ * the order a subtask emitted them. pm_task_redistributed() returns it.
  */
 PM_EXPORT int pm_redistribute(const pm_subtask_info_t *info, uint64_t key,
                               const void *data, size_t bytes);
+/**
+ * The memory holding a finished task's redistributed output, or
+ * PM_MEMORY_NULL when its subtasks emitted nothing. The program owns it and
+ * releases it with pm_memory_release().
+ */
+PM_EXPORT int pm_task_redistributed(pm_task_t task, pm_memory_t *memory);
 
 #ifdef __cplusplus
 }

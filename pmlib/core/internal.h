@@ -132,6 +132,12 @@ typedef struct pm__stub_counts {
     uint64_t bytes_to_gpu, bytes_from_gpu, gpu_cache_hits;
 } pm__stub_counts_t;
 
+/* Counters other hosts report when they drain. */
+enum pm__remote_count {
+    PM__RC_STEALS, PM__RC_STEALS_REMOTE, PM__RC_TO_GPU, PM__RC_FROM_GPU, PM__RC_HITS,
+    PM__REMOTE_COUNTS
+};
+
 typedef struct pm__task {
     uint64_t handle;
     uint64_t seq; /* submit order */
@@ -148,6 +154,7 @@ typedef struct pm__task {
     struct pm__task *next; /* active list */
 
     uint64_t grain, nchunks;
+    uint64_t lo, hi; /* this host's initial share of the chunks */
     /* prepare phase */
     pm__chunk_subs_t *chunk_subs; /* NULL when nothing subscribes */
     atomic_uint_fast64_t prep_next, prep_done;
@@ -155,13 +162,32 @@ typedef struct pm__task {
     const struct pm__sched_policy *policy;
     struct pm__sched_state *sched;
     struct pm__reduce_tree *tree;
-    atomic_uint_fast64_t chunks_done;
+    /* Chunks not yet done plus remote hosts not yet drained; whoever takes
+     * it to zero finishes the task (one counter, so no one reads the task
+     * after another thread may have finished it). */
+    atomic_uint_fast64_t outstanding;
+    atomic_uint_fast64_t subtasks_done; /* for the progress line */
     pm__stub_counts_t *counts;
+
+    /* several hosts */
+    bool remote;             /* run here on behalf of host 0 */
+    uint64_t *host_lo, *host_hi; /* host 0: each host's initial share */
+    struct pm__task *next_remote; /* remote tasks until host 0 ends them */
+    int inprogress;          /* rt lock: chunks held by this host's stubs */
+    int steal_pending, steal_victim, steal_tried, drained, drain_sent; /* rt lock */
+    atomic_uint_fast64_t subtasks_remote, steals_remote, bytes_moved, bytes_sent;
+    atomic_uint_fast64_t remote_counts[5]; /* host 0: enum pm__remote_count summed */
+    pthread_mutex_t redist_lock;
+    struct pm__piece *pieces; /* redistributed output, unsorted */
+    atomic_uint_fast64_t piece_seq;
+    size_t npieces, cap_pieces;
+    pm_memory_t redistributed;
 
     /* outcome */
     pthread_mutex_t err_lock;
     int status;
     uint64_t failed_subtask;
+    int failed_host;
     uint64_t nfailed;
     char message[256]; /* what went wrong with failed_subtask */
     atomic_int started;
@@ -173,9 +199,18 @@ typedef struct pm__task {
  * logged, once, when the task finishes. */
 void pm__task_fail(pm__task_t *t, int status, uint64_t id, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
-/* Called by the stub that completes the last prepare chunk / run chunk. */
+/* The same for a failure another host reported. */
+void pm__task_fail_remote(pm__task_t *t, int status, uint64_t id, int host, const char *msg);
+/* Called by the stub that completes the last prepare chunk. */
 void pm__task_prepared(pm__task_t *t);
-void pm__task_finish(pm__task_t *t);
+/* Counts n chunks (or drained hosts) done; the last one finishes the task.
+ * The caller must not touch the task afterwards. */
+void pm__task_done(pm__task_t *t, uint64_t n);
+/* Builds a task from a checked descriptor (no handle, not queued). */
+int pm__task_create(const pm_task_desc_t *d, const pm__callbacks_t *cbs, pm__task_t **out);
+/* Remote tasks: look up by sequence number, free. */
+pm__task_t *pm__task_find_locked(uint64_t seq);
+void pm__task_destroy(pm__task_t *t);
 void pm__task_free_all(void);
 
 /* ---- scheduling (sched/) ----------------------------------------------- */
@@ -199,7 +234,12 @@ const char *pm__sched_name(pm_sched_t id);
 int pm__reduce_tree_create(pm__task_t *t);
 /* Hands the outputs of a finished chunk to the fixed merge tree. */
 struct pm__accset;
-int pm__reduce_tree_push(pm__task_t *t, uint64_t chunk, struct pm__accset *acc);
+/* Hands a finished subtree (level 0: one chunk) to the fixed merge tree. */
+int pm__reduce_tree_push(pm__task_t *t, int level, uint64_t index, struct pm__accset *acc);
+/* Calls fn for each finished subtree still waiting for its sibling (the
+ * partial results a remote host sends to host 0) and takes them. */
+int pm__reduce_tree_partials(pm__task_t *t, void (*fn)(void *ctx, int level, uint64_t index,
+                                                        struct pm__accset *acc), void *ctx);
 /* Writes the merged result into the memories. */
 int pm__reduce_tree_apply(pm__task_t *t);
 void pm__reduce_tree_free(pm__task_t *t);
@@ -232,10 +272,43 @@ void pm__stubs_stop(void);
 /* Whether a stub may run the task's subtasks. */
 int pm__task_runnable_on(const pm__task_t *t, const pm__stub_t *s);
 
+/* ---- redistribution (core/redistribute.c) ------------------------------ */
+
+typedef struct pm__piece {
+    uint64_t key, id, seq;
+    size_t bytes;
+    unsigned char *data;
+} pm__piece_t;
+
+/* Adds a piece (takes `data`); thread-safe. */
+int pm__task_add_piece(pm__task_t *t, uint64_t key, uint64_t id, unsigned char *data, size_t bytes);
+/* Host 0, at the end of a task: sorts the pieces by key into a new memory. */
+void pm__task_gather_pieces(pm__task_t *t);
+void pm__task_free_pieces(pm__task_t *t);
+
 /* ---- comm (comm/) ------------------------------------------------------ */
 
-int pm__comm_init(int *argc, char ***argv, int *host, int *nhosts);
+/* What each host reported at start-up; the same table on every host. */
+typedef struct pm__host_info {
+    int32_t ncpu, ngpu;
+    double speed;
+} pm__host_info_t;
+extern pm__host_info_t *pm__hosts;
+
+int pm__comm_init(int *argc, char ***argv, int *host, int *nhosts, int *local_rank, int *local_size);
+/* Exchanges the host table and starts the comm thread. */
+int pm__comm_start(double speed, int ngpu);
+void pm__comm_shutdown(void);
 void pm__comm_finalize(void);
+/* Hooks of the task protocol (comm/proto.c). */
+void pm__proto_task_started(pm__task_t *t);     /* host 0: send it to every host */
+void pm__proto_want_work_locked(pm__task_t *t); /* no chunk here: ask other hosts */
+int pm__proto_before_chunk(pm__task_t *t, uint64_t chunk); /* remote: subscribe, fetch */
+void pm__proto_after_chunk(pm__task_t *t, uint64_t chunk); /* remote: report to host 0 */
+void pm__proto_took_chunk_locked(pm__task_t *t);
+void pm__proto_task_finished(pm__task_t *t);    /* host 0: tell every host */
+void pm__proto_memory_released(uint64_t handle);
+void pm__proto_serve(void);                     /* other hosts: start running tasks */
 
 /* ---- the runtime ------------------------------------------------------- */
 
@@ -250,7 +323,10 @@ typedef struct pm__runtime {
     pthread_cond_t work_cv;   /* stubs wait for work */
     pthread_cond_t done_cv;   /* waiters wait for tasks */
     int shutdown;
+    int serving, shutdown_received;
+    int local_rank, local_size;
     pm__task_t *active, *active_tail;
+    pm__task_t *remote_tasks;
     uint64_t next_seq;
     int first_failure;
     pm__handle_table_t memories, tasks;

@@ -26,6 +26,9 @@ static int lookup(const char *fn, pm_memory_t m, pm__memory_t **out)
 int pm_memory_create(size_t bytes, pm_memory_t *memory)
 {
     PM__CHECK_INIT("pm_memory_create");
+    if (pm__rt.host != 0)
+        return PM__FAIL(PM_EINVAL, "pm_memory_create on host %d: only host 0 creates memories and submits tasks",
+                        pm__rt.host);
     if (memory == NULL)
         return PM__FAIL(PM_EINVAL, "pm_memory_create: memory is NULL; pass the address of a pm_memory_t");
     *memory = PM_MEMORY_NULL;
@@ -118,6 +121,8 @@ int pm_memory_release(pm_memory_t memory)
         return rc;
     }
     pm__handle_remove(&pm__rt.memories, m->handle);
+    if (pm__rt.nhosts > 1)
+        pm__proto_memory_released(m->handle);
     pthread_mutex_unlock(&pm__rt.lock);
     free(m->data);
     free(m);

@@ -55,7 +55,8 @@ int pm_init(int *argc, char ***argv)
         return PM__FAIL(PM_EINIT, "pm_init called twice; call it once per process (pm_finalize ends it)");
     pm__log_init();
     memset(&pm__rt, 0, sizeof pm__rt);
-    int rc = pm__comm_init(argc, argv, &pm__rt.host, &pm__rt.nhosts);
+    int rc = pm__comm_init(argc, argv, &pm__rt.host, &pm__rt.nhosts, &pm__rt.local_rank,
+                           &pm__rt.local_size);
     if (rc != 0)
         return rc;
     pm__rt.ncpu = env_count("PMLIB_NCPU", online_cpus(), 4096);
@@ -64,6 +65,8 @@ int pm_init(int *argc, char ***argv)
     pthread_cond_init(&pm__rt.work_cv, NULL);
     pthread_cond_init(&pm__rt.done_cv, NULL);
     rc = pm__stubs_start();
+    if (rc == 0 && (rc = pm__comm_start((double)pm__rt.nstubs, 0)) != 0)
+        pm__stubs_stop();
     if (rc != 0) {
         pthread_cond_destroy(&pm__rt.done_cv);
         pthread_cond_destroy(&pm__rt.work_cv);
@@ -80,20 +83,24 @@ int pm_init(int *argc, char ***argv)
 int pm_finalize(void)
 {
     PM__CHECK_INIT("pm_finalize");
+    if (pm__rt.host != 0)
+        pm__proto_serve(); /* run host 0's tasks until it finalizes */
     pthread_mutex_lock(&pm__rt.lock);
-    while (pm__rt.active != NULL)
+    while (pm__rt.host == 0 && pm__rt.active != NULL)
         pthread_cond_wait(&pm__rt.done_cv, &pm__rt.lock);
     pthread_mutex_unlock(&pm__rt.lock);
+    pm__comm_shutdown();
     pm__stubs_stop();
+    pm__comm_finalize();
+    int rc = pm__rt.host != 0 ? pm__rt.first_failure : 0;
     pm__task_free_all();
     pm__memory_free_all();
     pm__registry_clear();
-    pm__comm_finalize();
     pthread_cond_destroy(&pm__rt.done_cv);
     pthread_cond_destroy(&pm__rt.work_cv);
     pthread_mutex_destroy(&pm__rt.lock);
     memset(&pm__rt, 0, sizeof pm__rt);
-    return 0;
+    return rc;
 }
 
 int pm_host_id(void)

@@ -77,12 +77,6 @@ int pm_task_desc_reduce(pm_task_desc_t *desc, int index, pm_reduce_op_t op, pm_t
     return 0;
 }
 
-int pm_redistribute(const pm_subtask_info_t *info, uint64_t key, const void *data, size_t bytes)
-{
-    (void)info; (void)key; (void)data; (void)bytes;
-    return PM__FAIL(PM_ENOTSUP, "pm_redistribute: redistribution is not supported by this build of pmlib yet");
-}
-
 /* ---- checks at submit -------------------------------------------------- */
 
 static int check_desc(const pm_task_desc_t *d, const pm__callbacks_t **cbs)
@@ -143,23 +137,70 @@ int pm__task_runnable_on(const pm__task_t *t, const pm__stub_t *s)
     return 1;
 }
 
+/* How much of a task host h should get first: its stubs that can run it
+ * (all hosts alike under static-equal). */
+static double host_weight(const pm__task_t *t, int h)
+{
+    const pm_callbacks_t *cb = &t->cbs.cb;
+    double w = 0;
+    if (cb->cpu != NULL && (t->desc.devices & PM_DEVICE_CPU))
+        w += pm__hosts[h].ncpu;
+    if (cb->cuda != NULL && (t->desc.devices & PM_DEVICE_GPU))
+        w += pm__hosts[h].ngpu;
+    if (t->desc.sched == PM_SCHED_STATIC_EQUAL && w > 0)
+        w = 1;
+    return w;
+}
+
 static int check_devices(const pm__task_t *t)
 {
-    for (int s = 0; s < pm__rt.nstubs; s++)
-        if (pm__task_runnable_on(t, &pm__rt.stubs[s]))
+    for (int h = 0; h < pm__rt.nhosts; h++)
+        if (host_weight(t, h) > 0)
             return 0;
     const pm_callbacks_t *cb = &t->cbs.cb;
     if (cb->cpu == NULL)
-        return PM__FAIL(PM_ENODEVICE, "callbacks '%s' have no cpu callback and host %d has no GPU stubs; "
-                        "add a cpu callback or run on a host with GPUs", t->cbs.name, pm__rt.host);
-    return PM__FAIL(PM_ENODEVICE, "no stub of host %d may run callbacks '%s' (device mask %d, device filter); "
-                    "widen desc->devices or the filter", pm__rt.host, t->cbs.name, t->desc.devices);
+        return PM__FAIL(PM_ENODEVICE, "callbacks '%s' have no cpu callback and no host has GPU stubs; "
+                        "add a cpu callback or run on hosts with GPUs", t->cbs.name);
+    return PM__FAIL(PM_ENODEVICE, "no stub may run callbacks '%s' (device mask %d, device filter); "
+                    "widen desc->devices or the filter", t->cbs.name, t->desc.devices);
+}
+
+/* Host 0 splits the chunks among hosts in contiguous shares by weight. */
+static int split_hosts(pm__task_t *t)
+{
+    int n = pm__rt.nhosts;
+    t->host_lo = calloc((size_t)n, sizeof *t->host_lo);
+    t->host_hi = calloc((size_t)n, sizeof *t->host_hi);
+    if (t->host_lo == NULL || t->host_hi == NULL)
+        return PM_ENOMEM;
+    double total = 0, acc = 0;
+    for (int h = 0; h < n; h++)
+        total += host_weight(t, h);
+    uint64_t lo = 0;
+    for (int h = 0; h < n; h++) {
+        acc += host_weight(t, h);
+        uint64_t hi = (uint64_t)((double)t->nchunks * (acc / total) + 0.5);
+        if (hi > t->nchunks || h == n - 1)
+            hi = t->nchunks;
+        if (host_weight(t, h) <= 0)
+            hi = lo;
+        t->host_lo[h] = lo;
+        t->host_hi[h] = hi;
+        lo = hi;
+    }
+    t->lo = t->host_lo[0];
+    t->hi = t->host_hi[0];
+    return 0;
 }
 
 /* ---- creation ---------------------------------------------------------- */
 
 static void task_free(pm__task_t *t)
 {
+    pm__task_free_pieces(t);
+    pthread_mutex_destroy(&t->redist_lock);
+    free(t->host_lo);
+    free(t->host_hi);
     if (t->chunk_subs != NULL) {
         for (uint64_t c = 0; c < t->nchunks; c++)
             pm__chunk_subs_free(&t->chunk_subs[c]);
@@ -175,12 +216,14 @@ static void task_free(pm__task_t *t)
     free(t);
 }
 
-static int task_create(const pm_task_desc_t *d, const pm__callbacks_t *cbs, pm__task_t **out)
+int pm__task_create(const pm_task_desc_t *d, const pm__callbacks_t *cbs, pm__task_t **out)
 {
     pm__task_t *t = calloc(1, sizeof *t);
     if (t == NULL)
         return PM_ENOMEM;
     pthread_mutex_init(&t->err_lock, NULL);
+    pthread_mutex_init(&t->redist_lock, NULL);
+    t->failed_host = -1;
     t->desc = *d;
     t->cbs = *cbs;
     t->failed_subtask = UINT64_MAX;
@@ -197,6 +240,9 @@ static int task_create(const pm_task_desc_t *d, const pm__callbacks_t *cbs, pm__
         t->desc.sched = pm__rt.default_sched;
     t->grain = d->grain ? d->grain : (d->subtasks + PM__AUTO_CHUNKS - 1) / PM__AUTO_CHUNKS;
     t->nchunks = (d->subtasks + t->grain - 1) / t->grain;
+    t->lo = 0;
+    t->hi = t->nchunks;
+    atomic_init(&t->outstanding, t->nchunks + (uint64_t)(pm__rt.nhosts - 1));
     for (int i = 0; i < d->nmem; i++)
         t->nred += d->mem[i].reduce != PM_REDUCE_NONE;
     t->counts = pm__aligned_alloc((size_t)pm__rt.nstubs * sizeof *t->counts);
@@ -248,6 +294,8 @@ static int add_dependent(pm__task_t *earlier, pm__task_t *later)
 static void make_ready_locked(pm__task_t *t)
 {
     t->state = t->chunk_subs != NULL ? PM__TASK_PREPARE : PM__TASK_RUN;
+    if (t->state == PM__TASK_RUN && pm__rt.nhosts > 1)
+        pm__proto_task_started(t);
     pthread_cond_broadcast(&pm__rt.work_cv);
 }
 
@@ -290,6 +338,9 @@ static void drop_dependencies_locked(pm__task_t *t)
 int pm_task_submit(const pm_task_desc_t *desc, pm_task_t *task)
 {
     PM__CHECK_INIT("pm_task_submit");
+    if (pm__rt.host != 0)
+        return PM__FAIL(PM_EINVAL, "pm_task_submit on host %d: only host 0 submits tasks; "
+                        "the other hosts run their share inside pm_finalize", pm__rt.host);
     if (task == NULL)
         return PM__FAIL(PM_EINVAL, "pm_task_submit: task is NULL; pass the address of a pm_task_t");
     *task = PM_TASK_NULL;
@@ -303,10 +354,12 @@ int pm_task_submit(const pm_task_desc_t *desc, pm_task_t *task)
     if (rc != 0)
         return rc;
     pm__task_t *t;
-    rc = task_create(desc, &cbcopy, &t);
+    rc = pm__task_create(desc, &cbcopy, &t);
     if (rc != 0)
         return rc;
     rc = check_devices(t);
+    if (rc == 0 && pm__rt.nhosts > 1 && split_hosts(t) != 0)
+        rc = PM__FAIL(PM_ENOMEM, "pm_task_submit: out of memory");
     if (rc == 0) {
         t->policy = pm__sched_policy(t->desc.sched);
         rc = t->policy->init(t, pm__rt.nstubs);
@@ -338,17 +391,27 @@ int pm_task_submit(const pm_task_desc_t *desc, pm_task_t *task)
 
 /* ---- failure and completion -------------------------------------------- */
 
+static void task_finish(pm__task_t *t);
+
 void pm__task_fail(pm__task_t *t, int status, uint64_t id, const char *fmt, ...)
+{
+    char msg[sizeof t->message];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    pm__task_fail_remote(t, status, id, pm__rt.host, msg);
+}
+
+void pm__task_fail_remote(pm__task_t *t, int status, uint64_t id, int host, const char *msg)
 {
     pthread_mutex_lock(&t->err_lock);
     t->nfailed++;
     if (t->status == 0 || id < t->failed_subtask) {
-        va_list ap;
         t->status = status;
         t->failed_subtask = id;
-        va_start(ap, fmt);
-        vsnprintf(t->message, sizeof t->message, fmt, ap);
-        va_end(ap);
+        t->failed_host = host;
+        snprintf(t->message, sizeof t->message, "%s", msg);
     }
     pthread_mutex_unlock(&t->err_lock);
 }
@@ -358,15 +421,23 @@ void pm__task_prepared(pm__task_t *t)
     if (t->status == 0)
         pm__subscribe_check_overlap(t);
     if (t->status != 0) {
-        /* Nothing ran: complete every chunk at once. */
-        atomic_store(&t->chunks_done, t->nchunks);
-        pm__task_finish(t);
+        /* Nothing ran and no other host has seen the task: finish it now. */
+        atomic_store(&t->outstanding, 0);
+        task_finish(t);
         return;
     }
     pthread_mutex_lock(&pm__rt.lock);
     t->state = PM__TASK_RUN;
+    if (pm__rt.nhosts > 1)
+        pm__proto_task_started(t);
     pthread_cond_broadcast(&pm__rt.work_cv);
     pthread_mutex_unlock(&pm__rt.lock);
+}
+
+void pm__task_done(pm__task_t *t, uint64_t n)
+{
+    if (atomic_fetch_sub(&t->outstanding, n) == n)
+        task_finish(t);
 }
 
 static void fill_stats(pm__task_t *t)
@@ -375,7 +446,7 @@ static void fill_stats(pm__task_t *t)
     memset(s, 0, sizeof *s);
     s->status = t->status;
     s->failed_subtask = t->failed_subtask;
-    s->failed_host = t->status != 0 && t->failed_subtask != UINT64_MAX ? pm__rt.host : -1;
+    s->failed_host = t->status != 0 ? t->failed_host : -1;
     s->seconds = t->t_end - t->t_submit;
     s->run_seconds = atomic_load(&t->started) ? t->t_end - t->t_start : 0;
     for (int i = 0; i < pm__rt.nstubs; i++) {
@@ -391,6 +462,16 @@ static void fill_stats(pm__task_t *t)
             s->subtasks_cpu += c->subtasks;
         s->stubs += c->subtasks > 0;
     }
+    s->subtasks_remote = atomic_load(&t->subtasks_remote);
+    s->subtasks += s->subtasks_remote;
+    s->subtasks_cpu += s->subtasks_remote; /* remote GPU counts arrive with its counters */
+    s->steals += atomic_load(&t->remote_counts[PM__RC_STEALS]);
+    s->steals_remote = atomic_load(&t->steals_remote) + atomic_load(&t->remote_counts[PM__RC_STEALS_REMOTE]);
+    s->bytes_to_gpu += atomic_load(&t->remote_counts[PM__RC_TO_GPU]);
+    s->bytes_from_gpu += atomic_load(&t->remote_counts[PM__RC_FROM_GPU]);
+    s->gpu_cache_hits += atomic_load(&t->remote_counts[PM__RC_HITS]);
+    s->bytes_moved = atomic_load(&t->bytes_moved);
+    s->bytes_sent = atomic_load(&t->bytes_sent);
 }
 
 static void release_locked(pm__task_t *t)
@@ -419,10 +500,13 @@ static void release_locked(pm__task_t *t)
         pm__rt.first_failure = t->status;
 }
 
-void pm__task_finish(pm__task_t *t)
+static void task_finish(pm__task_t *t)
 {
     if (t->status == 0 && t->tree != NULL)
         pm__reduce_tree_apply(t);
+    pm__task_gather_pieces(t);
+    if (pm__rt.nhosts > 1)
+        pm__proto_task_finished(t);
     t->t_end = pm__now();
     fill_stats(t);
     if (t->status != 0) {
@@ -511,6 +595,24 @@ int pm_task_stats(pm_task_t task, pm_task_stats_t *stats)
     return rc;
 }
 
+int pm_task_redistributed(pm_task_t task, pm_memory_t *memory)
+{
+    PM__CHECK_INIT("pm_task_redistributed");
+    if (memory == NULL)
+        return PM__FAIL(PM_EINVAL, "pm_task_redistributed: memory is NULL");
+    pm__task_t *t;
+    pthread_mutex_lock(&pm__rt.lock);
+    int rc = lookup_locked("pm_task_redistributed", task, &t);
+    if (rc == 0 && t->state != PM__TASK_DONE)
+        rc = PM__FAIL(PM_EBUSY, "pm_task_redistributed: the task is still running; pm_task_wait for it first");
+    if (rc == 0) {
+        *memory = t->redistributed;
+        t->redistributed = PM_MEMORY_NULL; /* the program owns it now */
+    }
+    pthread_mutex_unlock(&pm__rt.lock);
+    return rc;
+}
+
 int pm_task_release(pm_task_t task)
 {
     PM__CHECK_INIT("pm_task_release");
@@ -527,8 +629,29 @@ int pm_task_release(pm_task_t task)
     return rc;
 }
 
+pm__task_t *pm__task_find_locked(uint64_t seq)
+{
+    for (pm__task_t *t = pm__rt.active; t != NULL; t = t->next)
+        if (t->seq == seq)
+            return t;
+    for (pm__task_t *t = pm__rt.remote_tasks; t != NULL; t = t->next_remote)
+        if (t->seq == seq)
+            return t;
+    return NULL;
+}
+
+void pm__task_destroy(pm__task_t *t)
+{
+    task_free(t);
+}
+
 void pm__task_free_all(void)
 {
+    while (pm__rt.remote_tasks != NULL) {
+        pm__task_t *t = pm__rt.remote_tasks;
+        pm__rt.remote_tasks = t->next_remote;
+        task_free(t);
+    }
     pm__handle_table_t *h = &pm__rt.tasks;
     for (uint32_t i = 0; i < h->cap; i++)
         if (h->obj[i] != NULL)

@@ -155,7 +155,8 @@ static void cpu_run_chunk(pm__stub_t *s, pm__task_t *t, uint64_t chunk)
     pm_subtask_info_t info = {.count = t->desc.subtasks, .nmem = t->desc.nmem,
                               .conf = t->conf, .conf_bytes = t->desc.conf_bytes,
                               .host = pm__rt.host, .stub = s->index,
-                              .device = PM_DEVICE_CPU, .device_index = s->device_index};
+                              .device = PM_DEVICE_CPU, .device_index = s->device_index,
+                              .internal = t};
     for (int m = 0; m < t->desc.nmem; m++) {
         info.mem[m] = t->mems[m]->data;
         info.mem_bytes[m] = t->mems[m]->bytes;
@@ -184,7 +185,7 @@ static void cpu_run_chunk(pm__stub_t *s, pm__task_t *t, uint64_t chunk)
     }
     t->counts[s->index].subtasks += last - first;
     if (acc != NULL) {
-        int rc = pm__reduce_tree_push(t, chunk, acc);
+        int rc = pm__reduce_tree_push(t, 0, chunk, acc);
         if (rc != 0)
             fail_subtask(s, t, first, rc, merge_failure(rc));
     }

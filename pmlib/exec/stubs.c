@@ -23,10 +23,14 @@ static enum job find_work_locked(pm__stub_t *s, pm__task_t **task, uint64_t *chu
                 *chunk = k;
                 return JOB_PREPARE;
             }
-        } else if (t->state == PM__TASK_RUN && pm__task_runnable_on(t, s) &&
-                   t->policy->take(t, s->index, chunk)) {
-            *task = t;
-            return JOB_RUN;
+        } else if (t->state == PM__TASK_RUN && pm__task_runnable_on(t, s)) {
+            if (t->policy->take(t, s->index, chunk)) {
+                *task = t;
+                t->inprogress++;
+                return JOB_RUN;
+            }
+            if (pm__rt.nhosts > 1)
+                pm__proto_want_work_locked(t);
         }
     }
     return JOB_NONE;
@@ -50,7 +54,6 @@ static void prepare_loop(pm__task_t *t, uint64_t k)
 
 static void run_loop(pm__stub_t *s, pm__task_t *t, uint64_t k)
 {
-    const uint64_t n = t->nchunks;
     int expected = 0;
     if (atomic_load_explicit(&t->started, memory_order_relaxed) == 0) {
         double now = pm__now();
@@ -58,11 +61,24 @@ static void run_loop(pm__stub_t *s, pm__task_t *t, uint64_t k)
             t->t_start = now;
     }
     for (;;) {
-        s->ops->run_chunk(s, t, k);
+        if (!t->remote || pm__proto_before_chunk(t, k) == 0)
+            s->ops->run_chunk(s, t, k);
         uint64_t next;
         bool more = t->policy->take(t, s->index, &next);
-        if (atomic_fetch_add(&t->chunks_done, 1) + 1 == n)
-            pm__task_finish(t);
+        uint64_t first = k * t->grain;
+        uint64_t last = first + t->grain < t->desc.subtasks ? first + t->grain : t->desc.subtasks;
+        atomic_fetch_add(&t->subtasks_done, last - first);
+        if (t->remote) {
+            /* The remote host reports the chunk; it drains once nothing is held. */
+            if (more) {
+                pthread_mutex_lock(&pm__rt.lock);
+                t->inprogress++;
+                pthread_mutex_unlock(&pm__rt.lock);
+            }
+            pm__proto_after_chunk(t, k);
+        } else {
+            pm__task_done(t, 1);
+        }
         if (!more)
             return;
         k = next;

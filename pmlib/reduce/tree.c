@@ -62,12 +62,16 @@ static int merge_sets(pm__task_t *t, pm__accset_t *left, const pm__accset_t *rig
     return 0;
 }
 
-int pm__reduce_tree_push(pm__task_t *t, uint64_t chunk, pm__accset_t *acc)
+int pm__reduce_tree_push(pm__task_t *t, int level, uint64_t index, pm__accset_t *acc)
 {
     struct pm__reduce_tree *tr = t->tree;
-    uint64_t i = chunk;
+    uint64_t i = index;
     int rc = 0;
-    for (int l = 0;; l++) {
+    if (level < 0 || level >= tr->levels || index >= tr->width[level]) {
+        pm__accset_free(t, acc);
+        return PM_EINTERNAL;
+    }
+    for (int l = level;; l++) {
         if (tr->width[l] == 1) {
             tr->root = acc;
             return rc;
@@ -88,6 +92,33 @@ int pm__reduce_tree_push(pm__task_t *t, uint64_t chunk, pm__accset_t *acc)
         n->side[0] = n->side[1] = NULL;
         i >>= 1;
     }
+}
+
+int pm__reduce_tree_partials(pm__task_t *t, void (*fn)(void *ctx, int level, uint64_t index,
+                                                        pm__accset_t *acc), void *ctx)
+{
+    struct pm__reduce_tree *tr = t->tree;
+    if (tr == NULL)
+        return 0;
+    int n = 0;
+    for (int l = 1; l < tr->levels; l++) {
+        for (uint64_t i = 0; i < tr->width[l]; i++) {
+            pm__tree_node_t *nd = &tr->node[l][i];
+            if (atomic_load(&nd->arrived) != 1)
+                continue;
+            int side = nd->side[0] != NULL ? 0 : 1;
+            fn(ctx, l - 1, 2 * i + (uint64_t)side, nd->side[side]);
+            nd->side[side] = NULL;
+            atomic_store(&nd->arrived, 0);
+            n++;
+        }
+    }
+    if (tr->root != NULL) {
+        fn(ctx, tr->levels - 1, 0, tr->root);
+        tr->root = NULL;
+        n++;
+    }
+    return n;
 }
 
 int pm__reduce_tree_apply(pm__task_t *t)

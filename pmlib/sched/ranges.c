@@ -1,6 +1,7 @@
 /* Range hand-out and stealing shared by the scheduling policies. */
 #include "sched/ranges.h"
 
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,12 +20,13 @@ int pm__ranges_init(pm__task_t *t, int nstubs, const double *weight)
     for (int s = 0; s < nstubs; s++)
         total += weight[s];
     double acc = 0;
-    uint64_t lo = 0;
+    const uint64_t n = t->hi - t->lo;
+    uint64_t lo = t->lo;
     for (int s = 0; s < nstubs; s++) {
         acc += weight[s];
-        uint64_t hi = total > 0 ? (uint64_t)((double)t->nchunks * (acc / total) + 0.5) : 0;
-        if (hi > t->nchunks || (s == nstubs - 1 && total > 0))
-            hi = t->nchunks;
+        uint64_t hi = t->lo + (total > 0 ? (uint64_t)((double)n * (acc / total) + 0.5) : 0);
+        if (hi > t->hi || (s == nstubs - 1 && total > 0))
+            hi = t->hi;
         if (weight[s] <= 0)
             hi = lo;
         pthread_mutex_init(&st->slot[s].lock, NULL);
@@ -51,6 +53,7 @@ bool pm__ranges_take_own(pm__task_t *t, int stub, uint64_t *chunk)
     return got;
 }
 
+/* The stub with the most chunks left, other than `self` (-1: any). */
 static int pick_victim(const struct pm__sched_state *st, int self)
 {
     int best = -1;
@@ -100,6 +103,61 @@ bool pm__ranges_steal(pm__task_t *t, int stub, uint64_t *chunk)
         *chunk = first;
         return true;
     }
+}
+
+bool pm__ranges_give(pm__task_t *t, uint64_t *lo, uint64_t *hi)
+{
+    struct pm__sched_state *st = t->sched;
+    for (;;) {
+        int v = pick_victim(st, -1);
+        if (v < 0)
+            return false;
+        pm__range_slot_t *vr = &st->slot[v];
+        pthread_mutex_lock(&vr->lock);
+        uint64_t a = atomic_load_explicit(&vr->lo, memory_order_relaxed);
+        uint64_t b = atomic_load_explicit(&vr->hi, memory_order_relaxed);
+        if (b <= a) {
+            pthread_mutex_unlock(&vr->lock);
+            continue;
+        }
+        /* A lone chunk stays: it starts here sooner than its data could move. */
+        uint64_t take = (b - a) / 2;
+        if (take > 0)
+            atomic_store_explicit(&vr->hi, b - take, memory_order_relaxed);
+        pthread_mutex_unlock(&vr->lock);
+        if (take == 0)
+            return false;
+        *lo = b - take;
+        *hi = b;
+        return true;
+    }
+}
+
+void pm__ranges_install(pm__task_t *t, uint64_t lo, uint64_t hi)
+{
+    struct pm__sched_state *st = t->sched;
+    /* Ranges are asked for only when every local range is empty, and only one
+     * request is out at a time, so an empty eligible slot exists; a busy one
+     * is extended when adjacent, as a fallback. */
+    for (int pass = 0; pass < 2; pass++) {
+        for (int s = 0; s < st->nstubs; s++) {
+            pm__range_slot_t *r = &st->slot[s];
+            if (!pm__task_runnable_on(t, &pm__rt.stubs[s]))
+                continue;
+            pthread_mutex_lock(&r->lock);
+            uint64_t a = atomic_load_explicit(&r->lo, memory_order_relaxed);
+            uint64_t b = atomic_load_explicit(&r->hi, memory_order_relaxed);
+            bool ok = pass == 0 ? a >= b : (b == lo || a == hi);
+            if (ok) {
+                atomic_store_explicit(&r->lo, a < b && a < lo ? a : lo, memory_order_relaxed);
+                atomic_store_explicit(&r->hi, a < b && b > hi ? b : hi, memory_order_relaxed);
+            }
+            pthread_mutex_unlock(&r->lock);
+            if (ok)
+                return;
+        }
+    }
+    assert(!"no slot for a received range");
 }
 
 void pm__ranges_fini(pm__task_t *t)

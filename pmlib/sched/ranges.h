@@ -18,11 +18,16 @@ struct pm__sched_state {
     pm__range_slot_t *slot;
 };
 
-/* Splits [0, nchunks) in contiguous shares proportional to weight[] (0 = none). */
+/* Splits this host's share [t->lo, t->hi) of the chunks in contiguous
+ * shares proportional to weight[] (0 = none). */
 int pm__ranges_init(pm__task_t *t, int nstubs, const double *weight);
 bool pm__ranges_take_own(pm__task_t *t, int stub, uint64_t *chunk);
 bool pm__ranges_steal(pm__task_t *t, int stub, uint64_t *chunk);
 void pm__ranges_fini(pm__task_t *t);
+/* For another host: takes the back half of this host's largest range. */
+bool pm__ranges_give(pm__task_t *t, uint64_t *lo, uint64_t *hi);
+/* Installs a range received from another host on an idle eligible stub. */
+void pm__ranges_install(pm__task_t *t, uint64_t lo, uint64_t hi);
 /* Weights of this host's stubs that may run the task: 1 per eligible stub. */
 int pm__ranges_equal_weights(const pm__task_t *t, int nstubs, double *weight);
 

@@ -155,7 +155,8 @@ static int redistribute_cpu(const pm_subtask_info_t *info)
 {
     uint64_t v = info->id;
 
-    atomic_store(&redistribute_rc, pm_redistribute(info, info->id, &v,
+    /* Keys in reverse id order: the gathered memory must come out reversed. */
+    atomic_store(&redistribute_rc, pm_redistribute(info, info->count - info->id, &v,
                                                    sizeof(v)));
     return 0;
 }
@@ -511,13 +512,27 @@ START_TEST(test_memory_basics)
 }
 END_TEST
 
-START_TEST(test_redistribute_not_supported)
+START_TEST(test_redistribute_gathers_by_key)
 {
     pm_task_desc_t desc;
+    pm_task_t t;
+    pm_memory_t out;
+    size_t bytes;
 
     tu_desc(&desc, "redistribute", 3);
-    ck_assert_int_eq(tu_run(&desc), PM_OK);
-    ck_assert_int_eq(atomic_load(&redistribute_rc), PM_ENOTSUP);
+    ck_assert_int_eq(pm_task_submit(&desc, &t), PM_OK);
+    ck_assert_int_eq(pm_task_wait(t), PM_OK);
+    ck_assert_int_eq(atomic_load(&redistribute_rc), PM_OK);
+    ck_assert_int_eq(pm_task_redistributed(t, &out), PM_OK);
+    ck_assert_int_eq(pm_memory_size(out, &bytes), PM_OK);
+    ck_assert_uint_eq(bytes, 3 * sizeof(uint64_t));
+    const uint64_t *v = pm_memory_data(out);
+    ck_assert_uint_eq(v[0], 2);
+    ck_assert_uint_eq(v[1], 1);
+    ck_assert_uint_eq(v[2], 0);
+    ck_assert_int_eq(pm_memory_release(out), PM_OK);
+    ck_assert_int_eq(pm_task_release(t), PM_OK);
+    ck_assert_int_eq(pm_redistribute(NULL, 0, &bytes, 1), PM_EINVAL);
 }
 END_TEST
 
@@ -961,7 +976,7 @@ static Suite *api_suite(void)
     tcase_add_test(reg, test_reduce_bad_index);
     tcase_add_test(reg, test_memory_create_bad);
     tcase_add_test(reg, test_memory_basics);
-    tcase_add_test(reg, test_redistribute_not_supported);
+    tcase_add_test(reg, test_redistribute_gathers_by_key);
     tcase_add_test(reg, test_cuda_only_no_device);
 
     tcase_add_test(sub, test_subscribe_bad_index_propagated);

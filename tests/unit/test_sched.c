@@ -26,6 +26,7 @@ static pm__task_t *make_task(uint64_t nchunks, pm_sched_t sched)
 {
     pm__task_t *t = calloc(1, sizeof *t);
     t->nchunks = nchunks;
+    t->hi = nchunks;
     t->desc.devices = PM_DEVICE_ANY;
     t->desc.sched = sched;
     t->cbs.cb.cpu = noop;
@@ -126,6 +127,7 @@ START_TEST(weights_set_share_sizes)
 {
     pm__task_t *t = calloc(1, sizeof *t);
     t->nchunks = 1000;
+    t->hi = 1000;
     t->counts = calloc(NSTUBS, sizeof *t->counts);
     const double w[NSTUBS] = {1, 3, 0, 4};
     ck_assert_int_eq(pm__ranges_init(t, NSTUBS, w), 0);

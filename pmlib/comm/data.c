@@ -1,0 +1,567 @@
+/*
+ * Data between hosts. A host other than 0 keeps a mirror of each memory it
+ * has seen: a buffer the size of the memory (pages are only touched where
+ * data lands) plus the ranges known to hold host 0's bytes at the mirror's
+ * version. Before a chunk runs, its stub asks host 0 for the read ranges
+ * the mirror lacks; after it runs, the chunk's written ranges go back with
+ * its report. A new version of a memory empties the mirror's ranges, so
+ * unchanged inputs are never sent twice. Payloads are zlib-compressed when
+ * the task asks for it, or, in automatic mode, when a sample shrinks.
+ */
+#include "comm/comm.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#include "reduce/acc.h"
+
+/* Below this size compression is not worth a try. */
+#define PM__COMPRESS_MIN 4096
+/* The automatic mode compresses when a sample shrinks below this fraction. */
+#define PM__COMPRESS_GAIN 0.85
+#define PM__COMPRESS_SAMPLE (256 * 1024)
+
+typedef struct pm__mirror {
+    pm__memory_t mem; /* first, so a task's mems[] entry leads back here */
+    pthread_mutex_t lock;
+    pm__acc_t valid;
+    struct pm__mirror *next;
+} pm__mirror_t;
+
+static pthread_mutex_t mirrors_lock = PTHREAD_MUTEX_INITIALIZER;
+static pm__mirror_t *mirrors;
+
+static pm__mirror_t *mirror_of(pm__memory_t *m)
+{
+    return (pm__mirror_t *)m;
+}
+
+pm__memory_t *pm__data_mirror(uint64_t handle, size_t bytes, uint64_t version)
+{
+    pthread_mutex_lock(&mirrors_lock);
+    pm__mirror_t *mr = mirrors;
+    while (mr != NULL && mr->mem.handle != handle)
+        mr = mr->next;
+    if (mr == NULL) {
+        mr = calloc(1, sizeof *mr);
+        void *data = calloc(1, bytes ? bytes : 1);
+        if (mr == NULL || data == NULL) {
+            free(mr);
+            free(data);
+            pthread_mutex_unlock(&mirrors_lock);
+            return NULL;
+        }
+        mr->mem = (pm__memory_t){.handle = handle, .data = data, .bytes = bytes, .version = version};
+        pthread_mutex_init(&mr->lock, NULL);
+        mr->next = mirrors;
+        mirrors = mr;
+    }
+    pthread_mutex_unlock(&mirrors_lock);
+    pthread_mutex_lock(&mr->lock);
+    if (mr->mem.version != version) {
+        mr->valid.ncov = 0;
+        mr->mem.version = version;
+    }
+    pthread_mutex_unlock(&mr->lock);
+    return &mr->mem;
+}
+
+static void mirror_free(pm__mirror_t *mr)
+{
+    pthread_mutex_destroy(&mr->lock);
+    pm__acc_free(&mr->valid);
+    free(mr->mem.data);
+    free(mr);
+}
+
+void pm__data_on_mem_release(int src, pm__rbuf_t *m)
+{
+    (void)src;
+    uint64_t handle = pm__rbuf_u64(m);
+    pthread_mutex_lock(&mirrors_lock);
+    pm__mirror_t **pp = &mirrors;
+    while (*pp != NULL && (*pp)->mem.handle != handle)
+        pp = &(*pp)->next;
+    pm__mirror_t *mr = *pp;
+    if (mr != NULL)
+        *pp = mr->next;
+    pthread_mutex_unlock(&mirrors_lock);
+    if (mr != NULL)
+        mirror_free(mr);
+}
+
+void pm__data_free_mirrors(void)
+{
+    pthread_mutex_lock(&mirrors_lock);
+    while (mirrors != NULL) {
+        pm__mirror_t *mr = mirrors;
+        mirrors = mr->next;
+        mirror_free(mr);
+    }
+    pthread_mutex_unlock(&mirrors_lock);
+}
+
+/* ---- payloads ------------------------------------------------------------ */
+
+static bool want_compress(const pm__task_t *t, const unsigned char *raw, size_t n)
+{
+    if (n < PM__COMPRESS_MIN || !(t->desc.flags & (PM_TASK_COMPRESS | PM_TASK_COMPRESS_AUTO)))
+        return false;
+    if (t->desc.flags & PM_TASK_COMPRESS)
+        return true;
+    size_t sn = n < PM__COMPRESS_SAMPLE ? n : PM__COMPRESS_SAMPLE;
+    uLongf zn = compressBound(sn);
+    unsigned char *z = malloc(zn);
+    bool pays = z != NULL && compress2(z, &zn, raw, sn, 1) == Z_OK && zn < PM__COMPRESS_GAIN * sn;
+    free(z);
+    return pays;
+}
+
+/* Counts a payload on host 0, which every payload passes through. */
+static void count_bytes(pm__task_t *t, uint64_t raw, uint64_t sent)
+{
+    if (pm__rt.host == 0) {
+        atomic_fetch_add(&t->bytes_moved, raw);
+        atomic_fetch_add(&t->bytes_sent, sent);
+    }
+}
+
+static void put_payload(pm__wbuf_t *b, pm__task_t *t, const unsigned char *raw, size_t n)
+{
+    unsigned char *z = NULL;
+    uLongf zn = 0;
+    if (want_compress(t, raw, n)) {
+        zn = compressBound(n);
+        z = malloc(zn);
+        if (z != NULL && (compress2(z, &zn, raw, n, 1) != Z_OK || zn >= n)) {
+            free(z);
+            z = NULL;
+        }
+    }
+    pm__wbuf_u64(b, n);
+    pm__wbuf_i32(b, z != NULL);
+    pm__wbuf_u64(b, z ? zn : n);
+    pm__wbuf_put(b, z ? z : raw, z ? zn : n);
+    count_bytes(t, n, z ? zn : n);
+    free(z);
+}
+
+/* The raw bytes of a payload; *owned says whether the caller frees them. */
+static const unsigned char *get_payload(pm__rbuf_t *m, pm__task_t *t, size_t *n, bool *owned)
+{
+    uint64_t raw = pm__rbuf_u64(m);
+    int32_t z = pm__rbuf_i32(m);
+    uint64_t sent = pm__rbuf_u64(m);
+    const unsigned char *data = pm__rbuf_get(m, sent);
+    *owned = false;
+    *n = raw;
+    if (data == NULL)
+        return NULL;
+    count_bytes(t, raw, sent);
+    if (!z)
+        return raw == sent ? data : NULL;
+    unsigned char *out = malloc(raw ? raw : 1);
+    uLongf on = raw;
+    if (out == NULL || uncompress(out, &on, data, sent) != Z_OK || on != raw) {
+        free(out);
+        m->bad = true;
+        return NULL;
+    }
+    *owned = true;
+    return out;
+}
+
+/* ---- records: (memory, offset, block, stride, count) ---------------------- */
+
+typedef struct rec {
+    int32_t m;
+    uint64_t offset, block, stride, count;
+} rec_t;
+
+typedef struct recs {
+    rec_t *r;
+    size_t n, cap;
+    uint64_t bytes;
+} recs_t;
+
+static int recs_add(recs_t *v, int m, uint64_t off, uint64_t block, uint64_t stride, uint64_t count)
+{
+    if (v->n == v->cap) {
+        size_t cap = v->cap ? v->cap * 2 : 16;
+        rec_t *r = realloc(v->r, cap * sizeof *r);
+        if (r == NULL)
+            return PM_ENOMEM;
+        v->r = r;
+        v->cap = cap;
+    }
+    v->r[v->n++] = (rec_t){m, off, block, stride, count};
+    v->bytes += block * count;
+    return 0;
+}
+
+static void recs_put(pm__wbuf_t *b, const recs_t *v)
+{
+    pm__wbuf_u64(b, v->n);
+    for (size_t i = 0; i < v->n; i++) {
+        pm__wbuf_i32(b, v->r[i].m);
+        pm__wbuf_u64(b, v->r[i].offset);
+        pm__wbuf_u64(b, v->r[i].block);
+        pm__wbuf_u64(b, v->r[i].stride);
+        pm__wbuf_u64(b, v->r[i].count);
+    }
+}
+
+/* Reads records, checking each against the task's memories. */
+static int recs_get(pm__rbuf_t *m, const pm__task_t *t, recs_t *v)
+{
+    uint64_t n = pm__rbuf_u64(m);
+    for (uint64_t i = 0; i < n && !m->bad; i++) {
+        rec_t r;
+        r.m = pm__rbuf_i32(m);
+        r.offset = pm__rbuf_u64(m);
+        r.block = pm__rbuf_u64(m);
+        r.stride = pm__rbuf_u64(m);
+        r.count = pm__rbuf_u64(m);
+        if (m->bad || r.m < 0 || r.m >= t->desc.nmem || r.count == 0)
+            return PM_EINVAL;
+        uint64_t bytes = t->mems[r.m]->bytes;
+        if (r.block > bytes || (r.count > 1 && r.stride > bytes / (r.count - 1)) ||
+            r.offset + (r.count - 1) * r.stride + r.block > bytes || r.offset > bytes)
+            return PM_ERANGE;
+        if (recs_add(v, r.m, r.offset, r.block, r.stride, r.count) != 0)
+            return PM_ENOMEM;
+    }
+    return m->bad ? PM_EINVAL : 0;
+}
+
+static void gather(const pm__task_t *t, const recs_t *v, unsigned char *out)
+{
+    for (size_t i = 0; i < v->n; i++) {
+        const rec_t *r = &v->r[i];
+        const unsigned char *base = t->mems[r->m]->data;
+        for (uint64_t q = 0; q < r->count; q++, out += r->block)
+            memcpy(out, base + r->offset + q * r->stride, r->block);
+    }
+}
+
+static void scatter(const pm__task_t *t, const recs_t *v, const unsigned char *in)
+{
+    for (size_t i = 0; i < v->n; i++) {
+        const rec_t *r = &v->r[i];
+        unsigned char *base = t->mems[r->m]->data;
+        for (uint64_t q = 0; q < r->count; q++, in += r->block)
+            memcpy(base + r->offset + q * r->stride, in, r->block);
+    }
+}
+
+/* ---- fetching a chunk's inputs (other hosts) ------------------------------ */
+
+typedef struct fetch {
+    pthread_mutex_t lock;
+    pthread_cond_t cv;
+    int done, status;
+    pm__task_t *t;
+    recs_t recs;
+} fetch_t;
+
+/* Whether [lo, hi) lies inside one valid range of the mirror. */
+static bool is_valid(const pm__acc_t *valid, uint64_t lo, uint64_t hi)
+{
+    for (uint32_t i = 0; i < valid->ncov; i++)
+        if (valid->cov[i].lo <= lo && hi <= valid->cov[i].hi)
+            return true;
+    return false;
+}
+
+/* Adds the parts of [lo, hi) of memory m that the mirror lacks. */
+static int add_missing(recs_t *v, int m, const pm__acc_t *valid, uint64_t lo, uint64_t hi)
+{
+    uint64_t pos = lo;
+    for (uint32_t i = 0; i < valid->ncov && pos < hi; i++) {
+        if (valid->cov[i].hi <= pos)
+            continue;
+        if (valid->cov[i].lo >= hi)
+            break;
+        if (valid->cov[i].lo > pos && recs_add(v, m, pos, valid->cov[i].lo - pos, 0, 1) != 0)
+            return PM_ENOMEM;
+        pos = valid->cov[i].hi;
+    }
+    if (pos < hi)
+        return recs_add(v, m, pos, hi - pos, 0, 1);
+    return 0;
+}
+
+static bool strided_valid(const pm__acc_t *valid, const pm__sub_t *r)
+{
+    for (uint64_t q = 0; q < r->count; q++)
+        if (!is_valid(valid, r->offset + q * r->stride, r->offset + q * r->stride + r->block))
+            return false;
+    return true;
+}
+
+/* What chunk `chunk` reads and this host's mirrors lack. */
+static int missing_reads(pm__task_t *t, uint64_t chunk, recs_t *out)
+{
+    const pm__chunk_subs_t *cs = &t->chunk_subs[chunk];
+    pm__acc_t want[PM_MAX_TASK_MEMORIES] = {{0}};
+    int rc = 0;
+    for (uint32_t i = 0; i < cs->n && rc == 0; i++) {
+        const pm__sub_t *r = &cs->recs[i];
+        if (!(r->access & PM_READ))
+            continue;
+        if (r->count == 1) {
+            rc = pm__acc_cover(&want[r->mem], r->offset, r->offset + r->block);
+            continue;
+        }
+        pm__mirror_t *mr = mirror_of(t->mems[r->mem]);
+        pthread_mutex_lock(&mr->lock);
+        bool have = strided_valid(&mr->valid, r);
+        pthread_mutex_unlock(&mr->lock);
+        if (!have)
+            rc = recs_add(out, r->mem, r->offset, r->block, r->stride, r->count);
+    }
+    for (int m = 0; m < t->desc.nmem; m++) {
+        pm__mirror_t *mr = mirror_of(t->mems[m]);
+        pthread_mutex_lock(&mr->lock);
+        for (uint32_t i = 0; i < want[m].ncov && rc == 0; i++)
+            rc = add_missing(out, m, &mr->valid, want[m].cov[i].lo, want[m].cov[i].hi);
+        pthread_mutex_unlock(&mr->lock);
+        pm__acc_free(&want[m]);
+    }
+    return rc;
+}
+
+int pm__data_fetch(pm__task_t *t, uint64_t chunk)
+{
+    if (t->chunk_subs == NULL)
+        return 0;
+    fetch_t f = {.t = t};
+    int rc = missing_reads(t, chunk, &f.recs);
+    if (rc != 0 || f.recs.n == 0) {
+        free(f.recs.r);
+        if (rc != 0)
+            pm__task_fail(t, rc, chunk * t->grain, "out of memory listing the inputs of chunk %llu",
+                          (unsigned long long)chunk);
+        return rc;
+    }
+    pthread_mutex_init(&f.lock, NULL);
+    pthread_cond_init(&f.cv, NULL);
+    pm__wbuf_t b = {0};
+    pm__wbuf_u64(&b, t->seq);
+    pm__wbuf_u64(&b, (uint64_t)(uintptr_t)&f);
+    recs_put(&b, &f.recs);
+    pm__comm_send(0, PM__TAG_DATA_REQ, &b);
+    pthread_mutex_lock(&f.lock);
+    while (!f.done)
+        pthread_cond_wait(&f.cv, &f.lock);
+    pthread_mutex_unlock(&f.lock);
+    pthread_cond_destroy(&f.cv);
+    pthread_mutex_destroy(&f.lock);
+    free(f.recs.r);
+    if (f.status != 0)
+        pm__task_fail(t, f.status, chunk * t->grain, "host %d could not fetch the inputs of chunk %llu (%s)",
+                      pm__rt.host, (unsigned long long)chunk, pm_strerror(f.status));
+    return f.status;
+}
+
+/* Host 0: sends the requested ranges. */
+void pm__data_on_req(int src, pm__rbuf_t *m)
+{
+    uint64_t seq = pm__rbuf_u64(m), cookie = pm__rbuf_u64(m);
+    pthread_mutex_lock(&pm__rt.lock);
+    pm__task_t *t = m->bad ? NULL : pm__task_find_locked(seq);
+    pthread_mutex_unlock(&pm__rt.lock);
+    recs_t v = {0};
+    int rc = t ? recs_get(m, t, &v) : PM_EINVAL;
+    unsigned char *raw = rc == 0 ? malloc(v.bytes ? v.bytes : 1) : NULL;
+    if (rc == 0 && raw == NULL)
+        rc = PM_ENOMEM;
+    pm__wbuf_t b = {0};
+    pm__wbuf_u64(&b, cookie);
+    pm__wbuf_i32(&b, rc);
+    if (rc == 0) {
+        gather(t, &v, raw);
+        put_payload(&b, t, raw, v.bytes);
+    }
+    free(raw);
+    free(v.r);
+    pm__comm_send(src, PM__TAG_DATA_REPLY, &b);
+}
+
+/* Copies the received bytes the mirrors lack and marks them valid. */
+static void fill_mirrors(fetch_t *f, const unsigned char *in)
+{
+    for (size_t i = 0; i < f->recs.n; i++) {
+        const rec_t *r = &f->recs.r[i];
+        pm__mirror_t *mr = mirror_of(f->t->mems[r->m]);
+        unsigned char *base = mr->mem.data;
+        pthread_mutex_lock(&mr->lock);
+        for (uint64_t q = 0; q < r->count; q++, in += r->block) {
+            uint64_t lo = r->offset + q * r->stride;
+            /* Bytes already valid may be in use by a running subtask: leave them. */
+            if (!is_valid(&mr->valid, lo, lo + r->block)) {
+                memcpy(base + lo, in, r->block);
+                pm__acc_cover(&mr->valid, lo, lo + r->block);
+            }
+        }
+        pthread_mutex_unlock(&mr->lock);
+    }
+}
+
+void pm__data_on_reply(int src, pm__rbuf_t *m)
+{
+    (void)src;
+    fetch_t *f = (fetch_t *)(uintptr_t)pm__rbuf_u64(m);
+    int32_t status = pm__rbuf_i32(m);
+    if (f == NULL)
+        return;
+    if (m->bad && status == 0)
+        status = PM_EHOST;
+    if (status == 0) {
+        size_t n;
+        bool owned;
+        const unsigned char *raw = get_payload(m, f->t, &n, &owned);
+        if (raw == NULL || n != f->recs.bytes)
+            status = PM_EHOST;
+        else
+            fill_mirrors(f, raw);
+        if (owned)
+            free((void *)raw);
+    }
+    pthread_mutex_lock(&f->lock);
+    f->status = status;
+    f->done = 1;
+    pthread_cond_signal(&f->cv);
+    pthread_mutex_unlock(&f->lock);
+}
+
+/* ---- a chunk's writes (other hosts -> host 0) ----------------------------- */
+
+void pm__data_put_writes(pm__wbuf_t *b, pm__task_t *t, uint64_t chunk)
+{
+    recs_t v = {0};
+    if (t->chunk_subs != NULL && t->chunk_subs[chunk].start != NULL) {
+        const pm__chunk_subs_t *cs = &t->chunk_subs[chunk];
+        for (uint32_t i = 0; i < cs->n; i++) {
+            const pm__sub_t *r = &cs->recs[i];
+            if ((r->access & PM_WRITE) && t->desc.mem[r->mem].reduce == PM_REDUCE_NONE &&
+                recs_add(&v, r->mem, r->offset, r->block, r->stride, r->count) != 0)
+                b->oom = true;
+        }
+    }
+    unsigned char *raw = malloc(v.bytes ? v.bytes : 1);
+    if (raw == NULL)
+        b->oom = true;
+    else
+        gather(t, &v, raw);
+    recs_put(b, &v);
+    if (raw != NULL)
+        put_payload(b, t, raw, v.bytes);
+    free(raw);
+    free(v.r);
+}
+
+void pm__data_get_writes(pm__rbuf_t *m, pm__task_t *t, int src)
+{
+    recs_t v = {0};
+    int rc = recs_get(m, t, &v);
+    size_t n = 0;
+    bool owned = false;
+    const unsigned char *raw = rc == 0 ? get_payload(m, t, &n, &owned) : NULL;
+    if (rc == 0 && (raw == NULL || n != v.bytes))
+        rc = PM_EHOST;
+    if (rc == 0)
+        scatter(t, &v, raw);
+    else
+        pm__task_fail(t, PM_EHOST, UINT64_MAX, "host %d sent a chunk's output host 0 could not read (%s)",
+                      src, pm_strerror(rc));
+    if (owned)
+        free((void *)raw);
+    free(v.r);
+}
+
+/* ---- reduce partials ------------------------------------------------------- */
+
+void pm__data_put_accset(pm__wbuf_t *b, pm__task_t *t, const pm__accset_t *acc)
+{
+    for (int m = 0; m < t->desc.nmem; m++) {
+        if (t->desc.mem[m].reduce == PM_REDUCE_NONE)
+            continue;
+        const pm__acc_t *a = &acc->acc[m];
+        uint64_t bytes = 0;
+        pm__wbuf_u64(b, a->ncov);
+        for (uint32_t i = 0; i < a->ncov; i++) {
+            pm__wbuf_u64(b, a->cov[i].lo);
+            pm__wbuf_u64(b, a->cov[i].hi);
+            bytes += a->cov[i].hi - a->cov[i].lo;
+        }
+        unsigned char *raw = malloc(bytes ? bytes : 1), *p = raw;
+        if (raw == NULL) {
+            b->oom = true;
+            return;
+        }
+        for (uint32_t i = 0; i < a->ncov; i++) {
+            memcpy(p, a->data + (a->cov[i].lo - a->lo), a->cov[i].hi - a->cov[i].lo);
+            p += a->cov[i].hi - a->cov[i].lo;
+        }
+        put_payload(b, t, raw, bytes);
+        free(raw);
+    }
+}
+
+static int get_acc(pm__rbuf_t *m, pm__task_t *t, int mem, pm__acc_t *a)
+{
+    uint64_t n = pm__rbuf_u64(m), bytes = 0, prev = 0;
+    const unsigned char *ranges = pm__rbuf_get(m, n * 16);
+    if (ranges == NULL || n > UINT32_MAX)
+        return PM_EINVAL;
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t lo, hi;
+        memcpy(&lo, ranges + 16 * i, 8);
+        memcpy(&hi, ranges + 16 * i + 8, 8);
+        if (lo >= hi || lo < prev || hi > t->mems[mem]->bytes)
+            return PM_EINVAL;
+        prev = hi;
+        bytes += hi - lo;
+        if (pm__acc_cover(a, lo, hi) != 0)
+            return PM_ENOMEM;
+    }
+    size_t rn;
+    bool owned;
+    const unsigned char *raw = get_payload(m, t, &rn, &owned);
+    if (raw == NULL || rn != bytes) {
+        if (owned)
+            free((void *)raw);
+        return PM_EINVAL;
+    }
+    if (n > 0) {
+        a->lo = a->cov[0].lo;
+        a->hi = a->cov[a->ncov - 1].hi;
+        a->data = malloc(a->hi - a->lo);
+        const unsigned char *p = raw;
+        for (uint32_t i = 0; a->data != NULL && i < a->ncov; i++) {
+            memcpy(a->data + (a->cov[i].lo - a->lo), p, a->cov[i].hi - a->cov[i].lo);
+            p += a->cov[i].hi - a->cov[i].lo;
+        }
+    }
+    if (owned)
+        free((void *)raw);
+    return n > 0 && a->data == NULL ? PM_ENOMEM : 0;
+}
+
+pm__accset_t *pm__data_get_accset(pm__rbuf_t *m, pm__task_t *t)
+{
+    pm__accset_t *acc = pm__accset_new();
+    if (acc == NULL)
+        return NULL;
+    for (int mem = 0; mem < t->desc.nmem; mem++) {
+        if (t->desc.mem[mem].reduce == PM_REDUCE_NONE)
+            continue;
+        if (get_acc(m, t, mem, &acc->acc[mem]) != 0) {
+            pm__accset_free(t, acc);
+            return NULL;
+        }
+    }
+    return acc;
+}

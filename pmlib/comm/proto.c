@@ -1,0 +1,576 @@
+/*
+ * The task protocol between hosts.
+ *
+ * Host 0 sends a running task to every host with that host's initial share
+ * of the chunks. A host runs its share on its stubs, fetching the input
+ * ranges its subtasks subscribed (data.c) and reporting each chunk to host 0
+ * with the bytes it wrote and any failure. A host that runs dry asks the
+ * other hosts, one at a time, for half of their largest range; once every
+ * host has said no, it is drained: it sends host 0 its reduce partials (the
+ * finished subtrees of the fixed merge tree) and its counters. Host 0
+ * finishes the task when every chunk is done and every host drained, then
+ * tells every host, which frees its copy.
+ */
+#include "comm/comm.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "reduce/acc.h"
+#include "sched/ranges.h"
+
+/* ---- host 0: sending a task --------------------------------------------- */
+
+static void send_task(const pm__task_t *t, int h)
+{
+    pm__wbuf_t b = {0};
+    pm__wbuf_u64(&b, t->seq);
+    pm__wbuf_str(&b, t->cbs.name);
+    pm__wbuf_u64(&b, t->desc.subtasks);
+    pm__wbuf_u64(&b, t->grain);
+    pm__wbuf_i32(&b, t->desc.nmem);
+    for (int m = 0; m < t->desc.nmem; m++) {
+        pm__wbuf_u64(&b, t->mems[m]->handle);
+        pm__wbuf_u64(&b, t->mems[m]->bytes);
+        pm__wbuf_u64(&b, t->mems[m]->version);
+        pm__wbuf_i32(&b, t->desc.mem[m].access);
+        pm__wbuf_i32(&b, t->desc.mem[m].reduce);
+        pm__wbuf_i32(&b, t->desc.mem[m].type);
+    }
+    pm__wbuf_u64(&b, t->desc.conf_bytes);
+    pm__wbuf_put(&b, t->conf, t->desc.conf_bytes);
+    pm__wbuf_i32(&b, (int32_t)t->desc.flags);
+    pm__wbuf_i32(&b, t->desc.sched);
+    pm__wbuf_i32(&b, t->desc.devices);
+    pm__wbuf_u64(&b, t->host_lo[h]);
+    pm__wbuf_u64(&b, t->host_hi[h]);
+    pm__comm_send(h, PM__TAG_TASK, &b);
+}
+
+void pm__proto_task_started(pm__task_t *t)
+{
+    for (int h = 1; h < pm__rt.nhosts; h++)
+        send_task(t, h);
+}
+
+void pm__proto_task_finished(pm__task_t *t)
+{
+    for (int h = 1; h < pm__rt.nhosts; h++) {
+        pm__wbuf_t b = {0};
+        pm__wbuf_u64(&b, t->seq);
+        pm__wbuf_i32(&b, t->status);
+        pm__wbuf_str(&b, t->status ? t->message : "");
+        pm__comm_send(h, PM__TAG_TASK_END, &b);
+    }
+}
+
+void pm__proto_memory_released(uint64_t handle)
+{
+    for (int h = 1; h < pm__rt.nhosts; h++) {
+        pm__wbuf_t b = {0};
+        pm__wbuf_u64(&b, handle);
+        pm__comm_send(h, PM__TAG_MEM_RELEASE, &b);
+    }
+}
+
+/* ---- other hosts: receiving a task -------------------------------------- */
+
+typedef struct pending_msg {
+    struct pending_msg *next;
+    int src;
+    unsigned char *data;
+    size_t n;
+} pending_msg_t;
+
+/* Tasks that arrive before this host serves (its program is still
+ * registering callbacks) wait here; guarded by the runtime lock. */
+static pending_msg_t *pending_head, *pending_tail;
+
+static void send_nack(uint64_t seq, const char *why)
+{
+    pm__wbuf_t b = {0};
+    pm__wbuf_u64(&b, seq);
+    pm__wbuf_str(&b, why);
+    pm__comm_send(0, PM__TAG_TASK_NACK, &b);
+}
+
+static void send_drained_locked(pm__task_t *t);
+
+/* Reads a task message into a descriptor; mirrors for its memories. */
+static int read_task(pm__rbuf_t *m, uint64_t *seq, char *name, pm_task_desc_t *d,
+                     pm__memory_t **mems, uint64_t *lo, uint64_t *hi)
+{
+    pm_task_desc_init(d);
+    *seq = pm__rbuf_u64(m);
+    pm__rbuf_str(m, name, PM__NAME_MAX);
+    d->subtasks = pm__rbuf_u64(m);
+    d->grain = pm__rbuf_u64(m);
+    d->nmem = pm__rbuf_i32(m);
+    if (m->bad || d->nmem < 0 || d->nmem > PM_MAX_TASK_MEMORIES || d->subtasks == 0 || d->grain == 0)
+        return PM_EINVAL;
+    for (int i = 0; i < d->nmem; i++) {
+        uint64_t handle = pm__rbuf_u64(m), bytes = pm__rbuf_u64(m), version = pm__rbuf_u64(m);
+        d->mem[i].access = pm__rbuf_i32(m);
+        d->mem[i].reduce = pm__rbuf_i32(m);
+        d->mem[i].type = pm__rbuf_i32(m);
+        if (m->bad)
+            return PM_EINVAL;
+        mems[i] = pm__data_mirror(handle, bytes, version);
+        if (mems[i] == NULL)
+            return PM_ENOMEM;
+    }
+    d->conf_bytes = pm__rbuf_u64(m);
+    d->conf = pm__rbuf_get(m, d->conf_bytes);
+    d->flags = (unsigned)pm__rbuf_i32(m);
+    d->sched = pm__rbuf_i32(m);
+    d->devices = pm__rbuf_i32(m);
+    *lo = pm__rbuf_u64(m);
+    *hi = pm__rbuf_u64(m);
+    d->callbacks = name;
+    return m->bad ? PM_EINVAL : 0;
+}
+
+static int runnable_here(const pm__task_t *t)
+{
+    for (int s = 0; s < pm__rt.nstubs; s++)
+        if (pm__task_runnable_on(t, &pm__rt.stubs[s]))
+            return 1;
+    return 0;
+}
+
+static void start_remote_task(pm__rbuf_t *m)
+{
+    char name[PM__NAME_MAX], why[200];
+    pm_task_desc_t d;
+    pm__memory_t *mems[PM_MAX_TASK_MEMORIES];
+    uint64_t seq, lo, hi;
+    pm__task_t *t = NULL;
+    int rc = read_task(m, &seq, name, &d, mems, &lo, &hi);
+    if (rc != 0) {
+        snprintf(why, sizeof why, "host %d could not read the task (%s)", pm__rt.host, pm_strerror(rc));
+        goto nack;
+    }
+    pthread_mutex_lock(&pm__rt.lock);
+    const pm__callbacks_t *found = pm__registry_find(name);
+    pm__callbacks_t cbs;
+    if (found != NULL)
+        cbs = *found;
+    pthread_mutex_unlock(&pm__rt.lock);
+    if (found == NULL) {
+        snprintf(why, sizeof why, "no callbacks named '%s' are registered on host %d; "
+                 "register them on every host", name, pm__rt.host);
+        rc = PM_ENOCALLBACK;
+        goto nack;
+    }
+    rc = pm__task_create(&d, &cbs, &t);
+    if (rc == 0) {
+        t->seq = seq;
+        t->remote = true;
+        t->lo = lo;
+        t->hi = hi;
+        memcpy(t->mems, mems, sizeof mems[0] * (size_t)d.nmem);
+        t->policy = pm__sched_policy(t->desc.sched);
+        rc = t->policy ? t->policy->init(t, pm__rt.nstubs) : PM_EINVAL;
+        if (rc != 0)
+            t->policy = NULL;
+    }
+    if (rc != 0) {
+        snprintf(why, sizeof why, "host %d could not set up the task (%s)", pm__rt.host, pm_strerror(rc));
+        goto nack;
+    }
+    pthread_mutex_lock(&pm__rt.lock);
+    t->state = PM__TASK_RUN;
+    t->next_remote = pm__rt.remote_tasks;
+    pm__rt.remote_tasks = t;
+    if (pm__rt.active_tail != NULL)
+        pm__rt.active_tail->next = t;
+    else
+        pm__rt.active = t;
+    pm__rt.active_tail = t;
+    if (!runnable_here(t)) { /* nothing to run here: drained at once */
+        t->drained = 1;
+        send_drained_locked(t);
+    }
+    pthread_cond_broadcast(&pm__rt.work_cv);
+    pthread_mutex_unlock(&pm__rt.lock);
+    return;
+nack:
+    if (t != NULL)
+        pm__task_destroy(t);
+    pm__warn("task %llu: %s", (unsigned long long)seq, why);
+    send_nack(seq, why);
+}
+
+void pm__proto_on_task(int src, pm__rbuf_t *m)
+{
+    pthread_mutex_lock(&pm__rt.lock);
+    int serving = pm__rt.serving;
+    if (!serving) {
+        pending_msg_t *p = malloc(sizeof *p);
+        unsigned char *copy = malloc(m->n ? m->n : 1);
+        if (p != NULL && copy != NULL) {
+            memcpy(copy, m->p, m->n);
+            *p = (pending_msg_t){.next = NULL, .src = src, .data = copy, .n = m->n};
+            if (pending_tail)
+                pending_tail->next = p;
+            else
+                pending_head = p;
+            pending_tail = p;
+        } else {
+            free(p);
+            free(copy);
+            pm__error("out of memory queueing a task from host %d", src);
+        }
+    }
+    pthread_mutex_unlock(&pm__rt.lock);
+    if (serving)
+        start_remote_task(m);
+}
+
+void pm__proto_serve(void)
+{
+    pthread_mutex_lock(&pm__rt.lock);
+    pm__rt.serving = 1;
+    pthread_mutex_unlock(&pm__rt.lock);
+}
+
+/* Comm thread: starts the tasks that waited for this host to serve. */
+void pm__proto_poll(void)
+{
+    for (;;) {
+        pthread_mutex_lock(&pm__rt.lock);
+        pending_msg_t *p = pm__rt.serving ? pending_head : NULL;
+        if (p != NULL) {
+            pending_head = p->next;
+            if (pending_head == NULL)
+                pending_tail = NULL;
+        }
+        pthread_mutex_unlock(&pm__rt.lock);
+        if (p == NULL)
+            return;
+        pm__rbuf_t r = {.p = p->data, .n = p->n};
+        start_remote_task(&r);
+        free(p->data);
+        free(p);
+    }
+}
+
+void pm__proto_free_pending(void)
+{
+    while (pending_head != NULL) {
+        pending_msg_t *p = pending_head;
+        pending_head = p->next;
+        free(p->data);
+        free(p);
+    }
+    pending_tail = NULL;
+}
+
+/* ---- host 0: a host cannot run a task ------------------------------------ */
+
+void pm__proto_on_task_nack(int src, pm__rbuf_t *m)
+{
+    char why[256];
+    uint64_t seq = pm__rbuf_u64(m);
+    pm__rbuf_str(m, why, sizeof why);
+    if (m->bad)
+        return;
+    pthread_mutex_lock(&pm__rt.lock);
+    pm__task_t *t = pm__task_find_locked(seq);
+    pthread_mutex_unlock(&pm__rt.lock);
+    if (t == NULL)
+        return;
+    pm__task_fail_remote(t, strstr(why, "no callbacks") ? PM_ENOCALLBACK : PM_EHOST, UINT64_MAX, src, why);
+    /* Its share never ran and it will not drain: count both as done. */
+    pm__task_done(t, t->host_hi[src] - t->host_lo[src] + 1);
+}
+
+/* ---- stealing between hosts --------------------------------------------- */
+
+static void ask_next_victim_locked(pm__task_t *t)
+{
+    int n = pm__rt.nhosts;
+    int v = (t->steal_victim + 1) % n;
+    if (v == pm__rt.host)
+        v = (v + 1) % n;
+    t->steal_victim = v;
+    t->steal_pending = 1;
+    pm__wbuf_t b = {0};
+    pm__wbuf_u64(&b, t->seq);
+    pm__comm_send(v, PM__TAG_STEAL_REQ, &b);
+}
+
+static void drain_locked(pm__task_t *t)
+{
+    t->drained = 1;
+    if (t->remote && t->inprogress == 0 && !t->drain_sent)
+        send_drained_locked(t);
+}
+
+void pm__proto_want_work_locked(pm__task_t *t)
+{
+    if (t->drained || t->steal_pending)
+        return;
+    if (t->desc.sched != PM_SCHED_PULL) { /* static shares never move */
+        drain_locked(t);
+        return;
+    }
+    if (t->steal_tried == 0)
+        t->steal_victim = pm__rt.host;
+    ask_next_victim_locked(t);
+}
+
+void pm__proto_on_steal_req(int src, pm__rbuf_t *m)
+{
+    uint64_t seq = pm__rbuf_u64(m), lo = 0, hi = 0;
+    if (m->bad)
+        return;
+    pthread_mutex_lock(&pm__rt.lock);
+    pm__task_t *t = pm__task_find_locked(seq);
+    if (t != NULL && t->state == PM__TASK_RUN && t->sched != NULL && !t->drain_sent &&
+        t->desc.sched == PM_SCHED_PULL && pm__ranges_give(t, &lo, &hi))
+        pm__debug("task %llu: host %d takes chunks %llu..%llu", (unsigned long long)seq, src,
+                  (unsigned long long)lo, (unsigned long long)hi - 1);
+    pthread_mutex_unlock(&pm__rt.lock);
+    pm__wbuf_t b = {0};
+    pm__wbuf_u64(&b, seq);
+    pm__wbuf_u64(&b, lo);
+    pm__wbuf_u64(&b, hi);
+    pm__comm_send(src, PM__TAG_STEAL_REPLY, &b);
+}
+
+void pm__proto_on_steal_reply(int src, pm__rbuf_t *m)
+{
+    uint64_t seq = pm__rbuf_u64(m), lo = pm__rbuf_u64(m), hi = pm__rbuf_u64(m);
+    (void)src;
+    if (m->bad || hi < lo)
+        return;
+    pthread_mutex_lock(&pm__rt.lock);
+    pm__task_t *t = pm__task_find_locked(seq);
+    if (t != NULL && t->state == PM__TASK_RUN && !t->drain_sent) {
+        t->steal_pending = 0;
+        if (hi > lo) {
+            pm__ranges_install(t, lo, hi);
+            t->steal_tried = 0;
+            atomic_fetch_add(&t->steals_remote, 1);
+            pthread_cond_broadcast(&pm__rt.work_cv);
+        } else if (++t->steal_tried >= pm__rt.nhosts - 1) {
+            drain_locked(t);
+        } else {
+            ask_next_victim_locked(t);
+        }
+    }
+    pthread_mutex_unlock(&pm__rt.lock);
+}
+
+/* ---- other hosts: reporting chunks --------------------------------------- */
+
+int pm__proto_before_chunk(pm__task_t *t, uint64_t chunk)
+{
+    if (t->chunk_subs != NULL && t->chunk_subs[chunk].start == NULL)
+        pm__subscribe_chunk(t, chunk);
+    return pm__data_fetch(t, chunk);
+}
+
+static void put_status(pm__wbuf_t *b, pm__task_t *t)
+{
+    pthread_mutex_lock(&t->err_lock);
+    pm__wbuf_i32(b, t->status);
+    pm__wbuf_u64(b, t->failed_subtask);
+    pm__wbuf_u64(b, t->nfailed);
+    pm__wbuf_str(b, t->status ? t->message : "");
+    t->nfailed = 0; /* host 0 adds them up */
+    pthread_mutex_unlock(&t->err_lock);
+}
+
+static void put_pieces(pm__wbuf_t *b, pm__task_t *t)
+{
+    pthread_mutex_lock(&t->redist_lock);
+    pm__wbuf_u64(b, t->npieces);
+    for (size_t i = 0; i < t->npieces; i++) {
+        pm__wbuf_u64(b, t->pieces[i].key);
+        pm__wbuf_u64(b, t->pieces[i].id);
+        pm__wbuf_u64(b, t->pieces[i].bytes);
+        pm__wbuf_put(b, t->pieces[i].data, t->pieces[i].bytes);
+    }
+    pm__task_free_pieces(t);
+    pthread_mutex_unlock(&t->redist_lock);
+}
+
+void pm__proto_after_chunk(pm__task_t *t, uint64_t chunk)
+{
+    uint64_t first = chunk * t->grain;
+    uint64_t last = first + t->grain < t->desc.subtasks ? first + t->grain : t->desc.subtasks;
+    pm__wbuf_t b = {0};
+    pm__wbuf_u64(&b, t->seq);
+    pm__wbuf_u64(&b, chunk);
+    pm__wbuf_u64(&b, last - first);
+    put_status(&b, t);
+    pm__data_put_writes(&b, t, chunk);
+    put_pieces(&b, t);
+    pm__comm_send(0, PM__TAG_CHUNK_DONE, &b);
+    pthread_mutex_lock(&pm__rt.lock);
+    t->inprogress--;
+    if (t->drained && t->inprogress == 0 && !t->drain_sent)
+        send_drained_locked(t);
+    pthread_mutex_unlock(&pm__rt.lock);
+}
+
+static void get_status(pm__rbuf_t *m, pm__task_t *t, int src)
+{
+    char msg[256];
+    int32_t status = pm__rbuf_i32(m);
+    uint64_t failed = pm__rbuf_u64(m), nfailed = pm__rbuf_u64(m);
+    pm__rbuf_str(m, msg, sizeof msg);
+    if (!m->bad && status != 0) {
+        pm__task_fail_remote(t, status, failed, src, msg);
+        pthread_mutex_lock(&t->err_lock);
+        t->nfailed += nfailed > 0 ? nfailed - 1 : 0;
+        pthread_mutex_unlock(&t->err_lock);
+    }
+}
+
+static void get_pieces(pm__rbuf_t *m, pm__task_t *t)
+{
+    uint64_t n = pm__rbuf_u64(m);
+    for (uint64_t i = 0; i < n && !m->bad; i++) {
+        uint64_t key = pm__rbuf_u64(m), id = pm__rbuf_u64(m), bytes = pm__rbuf_u64(m);
+        const void *data = pm__rbuf_get(m, bytes);
+        unsigned char *copy = data ? malloc(bytes ? bytes : 1) : NULL;
+        if (copy == NULL) {
+            pm__task_fail(t, PM_ENOMEM, id, "out of memory gathering redistributed output");
+            continue;
+        }
+        memcpy(copy, data, bytes);
+        if (pm__task_add_piece(t, key, id, copy, bytes) != 0)
+            free(copy);
+    }
+}
+
+void pm__proto_on_chunk_done(int src, pm__rbuf_t *m)
+{
+    uint64_t seq = pm__rbuf_u64(m), chunk = pm__rbuf_u64(m), nsub = pm__rbuf_u64(m);
+    if (m->bad)
+        return;
+    pthread_mutex_lock(&pm__rt.lock);
+    pm__task_t *t = pm__task_find_locked(seq);
+    pthread_mutex_unlock(&pm__rt.lock);
+    if (t == NULL || chunk >= t->nchunks)
+        return;
+    get_status(m, t, src);
+    pm__data_get_writes(m, t, src);
+    get_pieces(m, t);
+    atomic_fetch_add(&t->subtasks_remote, nsub);
+    atomic_fetch_add(&t->subtasks_done, nsub);
+    pm__task_done(t, 1);
+}
+
+/* ---- draining ------------------------------------------------------------ */
+
+static void put_partial(void *ctx, int level, uint64_t index, pm__accset_t *acc)
+{
+    pm__wbuf_t *b = ((void **)ctx)[0];
+    pm__task_t *t = ((void **)ctx)[1];
+    pm__wbuf_i32(b, level);
+    pm__wbuf_u64(b, index);
+    pm__data_put_accset(b, t, acc);
+    pm__accset_free(t, acc);
+}
+
+static void send_drained_locked(pm__task_t *t)
+{
+    pm__wbuf_t b = {0};
+    pm__wbuf_u64(&b, t->seq);
+    uint64_t steals = 0, to_gpu = 0, from_gpu = 0, hits = 0;
+    for (int s = 0; s < pm__rt.nstubs; s++) {
+        steals += t->counts[s].steals;
+        to_gpu += t->counts[s].bytes_to_gpu;
+        from_gpu += t->counts[s].bytes_from_gpu;
+        hits += t->counts[s].gpu_cache_hits;
+    }
+    /* In the order of enum pm__remote_count. */
+    pm__wbuf_u64(&b, steals);
+    pm__wbuf_u64(&b, atomic_load(&t->steals_remote));
+    pm__wbuf_u64(&b, to_gpu);
+    pm__wbuf_u64(&b, from_gpu);
+    pm__wbuf_u64(&b, hits);
+    /* Count first so the reader knows how many follow. */
+    size_t at = b.n;
+    pm__wbuf_u64(&b, 0);
+    void *ctx[2] = {&b, t};
+    uint64_t n = (uint64_t)pm__reduce_tree_partials(t, put_partial, ctx);
+    if (!b.oom)
+        memcpy(b.p + at, &n, sizeof n);
+    put_status(&b, t);
+    pm__comm_send(0, PM__TAG_DRAINED, &b);
+    t->drain_sent = 1;
+    /* No stub may find it again; it stays on the remote list until host 0 ends it. */
+    pm__task_t **pp = &pm__rt.active, *prev = NULL;
+    while (*pp != NULL && *pp != t) {
+        prev = *pp;
+        pp = &(*pp)->next;
+    }
+    if (*pp == t) {
+        *pp = t->next;
+        if (pm__rt.active_tail == t)
+            pm__rt.active_tail = prev;
+        t->next = NULL;
+    }
+}
+
+void pm__proto_on_drained(int src, pm__rbuf_t *m)
+{
+    uint64_t seq = pm__rbuf_u64(m);
+    pthread_mutex_lock(&pm__rt.lock);
+    pm__task_t *t = m->bad ? NULL : pm__task_find_locked(seq);
+    pthread_mutex_unlock(&pm__rt.lock);
+    if (t == NULL)
+        return;
+    for (int i = 0; i < PM__REMOTE_COUNTS; i++)
+        atomic_fetch_add(&t->remote_counts[i], pm__rbuf_u64(m));
+    uint64_t n = pm__rbuf_u64(m);
+    for (uint64_t i = 0; i < n && !m->bad; i++) {
+        int level = pm__rbuf_i32(m);
+        uint64_t index = pm__rbuf_u64(m);
+        pm__accset_t *acc = pm__data_get_accset(m, t);
+        if (acc == NULL) {
+            pm__task_fail(t, PM_EHOST, UINT64_MAX, "bad reduce partial from host %d", src);
+            continue;
+        }
+        int rc = pm__reduce_tree_push(t, level, index, acc);
+        if (rc != 0)
+            pm__task_fail(t, rc, UINT64_MAX, "merging host %d's reduce partial failed (%s)", src,
+                          pm_strerror(rc));
+    }
+    get_status(m, t, src);
+    pm__task_done(t, 1);
+}
+
+/* ---- other hosts: the end of a task --------------------------------------- */
+
+void pm__proto_on_task_end(int src, pm__rbuf_t *m)
+{
+    char msg[256];
+    (void)src;
+    uint64_t seq = pm__rbuf_u64(m);
+    int32_t status = pm__rbuf_i32(m);
+    pm__rbuf_str(m, msg, sizeof msg);
+    if (m->bad)
+        return;
+    pthread_mutex_lock(&pm__rt.lock);
+    pm__task_t **pp = &pm__rt.remote_tasks, *t = NULL;
+    while (*pp != NULL && (*pp)->seq != seq)
+        pp = &(*pp)->next_remote;
+    if (*pp != NULL) {
+        t = *pp;
+        *pp = t->next_remote;
+    }
+    if (status != 0 && pm__rt.first_failure == 0)
+        pm__rt.first_failure = status;
+    pthread_mutex_unlock(&pm__rt.lock);
+    if (status != 0)
+        pm__error("task %llu failed: %s (%s)", (unsigned long long)seq, msg, pm_errname(status));
+    if (t != NULL)
+        pm__task_destroy(t);
+}

@@ -1,0 +1,71 @@
+/*
+ * The CUDA device kind: GPU discovery and the GPU stub's ops table.
+ * Internal header, never installed. It includes no CUDA header, so core
+ * files may include it in every build; without CUDA support discovery
+ * finds no GPU.
+ */
+#ifndef PMLIB_EXEC_CUDA_H
+#define PMLIB_EXEC_CUDA_H
+
+#include "core/internal.h"
+
+/* What discovery learns about one GPU. */
+typedef struct pm__gpu_info {
+    int ordinal;       /* CUDA ordinal, as CUDA_VISIBLE_DEVICES numbers them */
+    char name[96];
+    int major, minor;  /* compute capability */
+    size_t mem_bytes;  /* total device memory */
+    int sm_count;
+} pm__gpu_info_t;
+
+#if PMLIB_HAVE_CUDA
+
+/*
+ * Lists the GPUs this process drives; *gpus (free() it) gets *ngpu entries.
+ * No driver or no device is not an error: 0 GPUs and return 0.
+ *
+ * Which GPUs: the visible ones, or those PMLIB_CUDA_DEVICES lists (comma-
+ * separated ordinals, in that order). When `local_size` ranks share the
+ * node, the i-th GPU of that list (0-based) goes to the rank with
+ * i % local_size == local_rank, so no GPU has two owners. PMLIB_NGPU then
+ * caps this rank's count (0 disables the GPUs without touching CUDA).
+ */
+int pm__cuda_discover(pm__gpu_info_t **gpus, int *ngpu, int local_rank, int local_size);
+
+/*
+ * GPU stubs: set s->device_index to the GPU's ordinal before init. run_chunk
+ * follows the contract of the CPU stub's.
+ */
+extern const pm__device_ops_t pm__cuda_ops;
+
+/*
+ * Runs several chunks of one task back to back, so the pipeline of
+ * subtasks in flight (copies of one overlapping the kernels of another)
+ * spans chunk boundaries; with a grain of 1 it is the only way to keep two
+ * subtasks in flight. Each chunk completes (its reduce output pushed)
+ * before the call returns; the caller counts them done afterwards.
+ */
+void pm__cuda_run_chunks(pm__stub_t *s, pm__task_t *t, const uint64_t *chunks, int n);
+
+/* The GPU behind an initialized GPU stub. */
+int pm__cuda_stub_info(const pm__stub_t *s, pm__gpu_info_t *out);
+
+/* False once a sticky CUDA error has made the stub's GPU unusable for the
+ * rest of the process: the stub should take no more work. */
+bool pm__cuda_stub_usable(const pm__stub_t *s);
+
+#else /* !PMLIB_HAVE_CUDA */
+
+static inline int pm__cuda_discover(pm__gpu_info_t **gpus, int *ngpu, int local_rank,
+                                    int local_size)
+{
+    (void)local_rank;
+    (void)local_size;
+    *gpus = NULL;
+    *ngpu = 0;
+    return 0;
+}
+
+#endif /* PMLIB_HAVE_CUDA */
+
+#endif /* PMLIB_EXEC_CUDA_H */
