@@ -310,6 +310,11 @@ void pm__proto_task_finished(pm__task_t *t);    /* host 0: tell every host */
 void pm__proto_memory_released(uint64_t handle);
 void pm__proto_serve(void);                     /* other hosts: start running tasks */
 
+/* ---- trace (trace/) ----------------------------------------------------- */
+
+void pm__progress_start(void);
+void pm__progress_stop(void);
+
 /* ---- the runtime ------------------------------------------------------- */
 
 typedef struct pm__runtime {

@@ -75,6 +75,7 @@ int pm_init(int *argc, char ***argv)
         return rc;
     }
     pm__rt.initialized = 1;
+    pm__progress_start();
     pm__info("pmlib %s: host %d of %d, %d cpu stubs, %s scheduling", pm_version(),
              pm__rt.host, pm__rt.nhosts, pm__rt.nstubs, pm__sched_name(pm__rt.default_sched));
     return 0;
@@ -89,6 +90,7 @@ int pm_finalize(void)
     while (pm__rt.host == 0 && pm__rt.active != NULL)
         pthread_cond_wait(&pm__rt.done_cv, &pm__rt.lock);
     pthread_mutex_unlock(&pm__rt.lock);
+    pm__progress_stop();
     pm__comm_shutdown();
     pm__stubs_stop();
     pm__comm_finalize();
