@@ -1,0 +1,633 @@
+/*
+ * The GPU stub. Each subtask gets a device buffer for the hull of its
+ * subscriptions of each memory, its read parts copied in, the task's cuda
+ * callback on one of the stub's streams and its written parts copied back.
+ * Subtasks go round-robin over SLOTS streams and retire in id order one
+ * round later, so the copies of one subtask overlap the kernels of another.
+ * Read-only subscriptions stay cached on the device across subtasks and
+ * tasks; built-in reduces merge on the device into one accumulator per
+ * chunk, which crosses PCIe once.
+ *
+ * Host copies go through two pinned staging halves per stream (gather into
+ * one half while the other is in flight) rather than cudaHostRegister: the
+ * stub is never told when a memory or a comm mirror is freed, and a
+ * registration that outlived its buffer would send later copies of a
+ * reused address to stale pinned pages. Buffers that are already page-
+ * locked (cudaHostAlloc'd memories) are copied directly.
+ */
+#include "exec/cuda.h"
+
+#include <cuda_runtime.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "reduce/acc.h"
+#include "reduce/ops.h"
+
+#define SLOTS 2                        /* subtasks in flight per GPU */
+#define CHUNK_STATES (SLOTS + 1)       /* chunks with subtasks in flight, plus one starting */
+#define STAGE_BYTES ((size_t)8 << 20)  /* each of a stream's two pinned staging halves */
+#define POOL_MAX 64                    /* idle device buffers kept for reuse */
+#define CACHE_BUCKETS 1024             /* power of two */
+#define CACHE_MAX 4096                 /* cached ranges; the LRU ones go beyond */
+#define MAX_PITCH ((uint64_t)1 << 30)  /* larger strides copy row by row */
+#define QUIET PM__LOG_DEBUG            /* failures a subtask's message reports */
+
+/* In pmlib/cuda/*.cu; both return a cudaError_t. */
+int pm__cuda_reduce_apply(pm_reduce_op_t op, pm_type_t type, void *into, const void *from,
+                          size_t count, void *stream);
+int pm__cuda_fill(void *dst, const void *elem, int elem_bytes, size_t count, void *stream);
+
+/* ---- checking CUDA calls ------------------------------------------------ */
+
+/* The error behind the last failed check on this thread, for the message of
+ * the subtask it fails; each subtask starts with it clear. */
+static _Thread_local cudaError_t last_cuda_error;
+
+/*
+ * Every CUDA runtime call goes through PM__CUDA: a failure is logged at
+ * `level` naming the call and CUDA's message, remembered for the subtask's
+ * message and turned into a pmlib code (PM_ENOMEM for device memory).
+ * Failures that fail a subtask log at debug level only, since the task
+ * logs its failure once when it finishes.
+ */
+#define PM__CUDA(level, call) cuda_status((call), (level), #call, __LINE__)
+
+static int cuda_status(cudaError_t e, int level, const char *call, int line)
+{
+    if (e == cudaSuccess)
+        return 0;
+    last_cuda_error = e;
+    pm__log(level, "%s failed (exec/cuda.c:%d): %s: %s", call, line, cudaGetErrorName(e),
+            cudaGetErrorString(e));
+    return e == cudaErrorMemoryAllocation ? PM_ENOMEM : PM_ECUDA;
+}
+
+/* Pointers in the natural view (base minus first byte) may point outside
+ * any object, so their offsets are computed as integers. */
+static inline void *at(const void *natural, uint64_t off)
+{
+    return (void *)((uintptr_t)natural + (uintptr_t)off);
+}
+
+/* ---- state -------------------------------------------------------------- */
+
+typedef struct dev_buf {
+    unsigned char *ptr;
+    size_t bytes;
+} dev_buf_t;
+
+/* A read-only subscription kept on the device. */
+typedef struct cache_entry {
+    uint64_t handle, version, lo, hi;
+    pm__sub_t *pat;       /* the parts copied in, in subscription order */
+    uint32_t npat;
+    dev_buf_t buf;
+    cudaEvent_t ready;    /* recorded after the copy in, on whichever stream made it */
+    int refs;             /* subtasks in flight using it */
+    struct cache_entry *hnext, *newer, *older;
+} cache_entry_t;
+
+enum use_kind { USE_NONE, USE_CACHED, USE_PLAIN, USE_DIRECT, USE_MERGE, USE_CUSTOM };
+
+/* How a subtask in flight holds one memory. */
+typedef struct mem_use {
+    enum use_kind kind;
+    uint64_t lo, hi;      /* hull of its subscriptions of the memory */
+    dev_buf_t buf;        /* USE_PLAIN, USE_MERGE, USE_CUSTOM */
+    cache_entry_t *entry; /* USE_CACHED */
+} mem_use_t;
+
+/* Reduce state of one chunk: a device accumulator per memory with a built-in
+ * reduce. The first subtask that writes a memory writes straight into it
+ * (USE_DIRECT); later ones merge into it in id order (USE_MERGE). */
+typedef struct chunk_state {
+    bool busy;
+    int setup_rc;
+    uint64_t chunk, first, last;
+    pm__accset_t *acc;                      /* what goes up the merge tree */
+    dev_buf_t dacc[PM_MAX_TASK_MEMORIES];
+    uint64_t dlo[PM_MAX_TASK_MEMORIES];     /* first byte of dacc */
+    pm__acc_t dcov[PM_MAX_TASK_MEMORIES];   /* bytes of dacc written so far (no data) */
+    bool direct_taken[PM_MAX_TASK_MEMORIES];
+    cudaEvent_t merged;                     /* after the last write into the dacc so far */
+} chunk_state_t;
+
+/* One subtask in flight, on its own stream. */
+typedef struct slot {
+    cudaStream_t stream;
+    unsigned char *stage[2];                /* pinned */
+    cudaEvent_t stage_done[2];              /* last copy through each half */
+    int half;
+    bool busy, failed;
+    uint64_t id;
+    chunk_state_t *cs;
+    mem_use_t use[PM_MAX_TASK_MEMORIES];
+} slot_t;
+
+typedef struct cuda_priv {
+    pm__gpu_info_t gpu;
+    bool broken;          /* a sticky error lost the context */
+    slot_t slot[SLOTS];
+    int next_slot;
+    chunk_state_t cstate[CHUNK_STATES];
+    int next_cstate;
+    dev_buf_t pool[POOL_MAX];
+    int npool;
+    cache_entry_t *bucket[CACHE_BUCKETS];
+    cache_entry_t *newest, *oldest;
+    int ncache;
+    size_t held, cap;     /* device bytes held; idle ones are trimmed above cap */
+    unsigned char *scratch; /* host copy of a custom-reduced output */
+    size_t scratch_cap;
+} cuda_priv_t;
+
+/* What one pm__cuda_run_chunks call works with. */
+typedef struct run {
+    pm__stub_t *s;
+    cuda_priv_t *p;
+    pm__task_t *t;
+    pm__stub_counts_t *cnt;
+    pm_subtask_info_t info;
+    bool pinned[PM_MAX_TASK_MEMORIES];
+} run_t;
+
+/* ---- subscriptions (the same walk as the CPU stub's) -------------------- */
+
+typedef struct subs_view {
+    const pm__sub_t *r;
+    uint32_t n;
+} subs_view_t;
+
+static subs_view_t subs_of(const pm__task_t *t, uint64_t chunk, uint64_t id)
+{
+    subs_view_t v = {NULL, 0};
+    if (t->chunk_subs == NULL)
+        return v;
+    const pm__chunk_subs_t *cs = &t->chunk_subs[chunk];
+    uint64_t k = id - chunk * t->grain;
+    v.r = cs->recs + cs->start[k];
+    v.n = cs->start[k + 1] - cs->start[k];
+    return v;
+}
+
+/* Hull [lo, hi) of the subscriptions of memory m in v; false if none. */
+static bool hull(subs_view_t v, int m, uint64_t *lo, uint64_t *hi)
+{
+    bool any = false;
+    for (uint32_t i = 0; i < v.n; i++) {
+        const pm__sub_t *r = &v.r[i];
+        if (r->mem != m)
+            continue;
+        uint64_t a = r->offset, b = r->offset + (r->count - 1) * r->stride + r->block;
+        if (!any || a < *lo)
+            *lo = a;
+        if (!any || b > *hi)
+            *hi = b;
+        any = true;
+    }
+    return any;
+}
+
+/* The union of the ranges of reduced memory m that v writes (reduced
+ * memories have no strided subscriptions), so no byte merges twice. */
+static int written_union(subs_view_t v, int m, pm__acc_t *w)
+{
+    int rc = 0;
+    for (uint32_t i = 0; i < v.n && rc == 0; i++)
+        if (v.r[i].mem == m && (v.r[i].access & PM_WRITE))
+            rc = pm__acc_cover(w, v.r[i].offset, v.r[i].offset + v.r[i].block);
+    return rc;
+}
+
+static void chunk_span(const pm__task_t *t, uint64_t chunk, uint64_t *first, uint64_t *last)
+{
+    *first = chunk * t->grain;
+    *last = *first + t->grain < t->desc.subtasks ? *first + t->grain : t->desc.subtasks;
+}
+
+/* ---- failures ----------------------------------------------------------- */
+
+static void fail(const run_t *r, uint64_t id, int status, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* Fails subtask id naming the GPU and, if one failed, the CUDA call's message. */
+static void fail(const run_t *r, uint64_t id, int status, const char *fmt, ...)
+{
+    char what[160];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    cudaError_t e = last_cuda_error;
+    pm__task_fail(r->t, status, id, "subtask %llu: %s on host %d, gpu %d (%s)%s%s",
+                  (unsigned long long)id, what, pm__rt.host, r->p->gpu.ordinal, r->p->gpu.name,
+                  e != cudaSuccess ? ": " : "", e != cudaSuccess ? cudaGetErrorString(e) : "");
+}
+
+static const char *open_failure(int rc)
+{
+    if (rc == PM_ENOMEM)
+        return "out of device memory for its buffers even after evicting the gpu cache "
+               "(it should go back to a cpu stub; not wired yet)";
+    return "setting up its device buffers failed";
+}
+
+/* After a failed sync: a sticky error (a kernel fault) loses the context
+ * for the rest of the process; anything else leaves the GPU usable. */
+static void check_device(run_t *r)
+{
+    cudaError_t e = last_cuda_error;
+    PM__CUDA(QUIET, cudaGetLastError());
+    if (PM__CUDA(QUIET, cudaDeviceSynchronize()) == 0) {
+        last_cuda_error = e;
+        return;
+    }
+    r->p->broken = true;
+    pm__error("gpu %d (%s) of host %d is unusable after %s; its stub fails the rest of its "
+              "subtasks", r->p->gpu.ordinal, r->p->gpu.name, pm__rt.host, cudaGetErrorName(e));
+    last_cuda_error = e;
+}
+
+/* ---- device memory: a pool of idle buffers and the read cache ----------- */
+
+/* Sizes rounded up to 1/8 of their power of two, so buffers get reused. */
+static size_t size_class(size_t n)
+{
+    if (n <= 4096)
+        return 4096;
+    int top = 63 - __builtin_clzll((unsigned long long)n);
+    size_t step = (size_t)1 << (top - 3);
+    return (n + step - 1) & ~(step - 1);
+}
+
+static void dev_free(cuda_priv_t *p, dev_buf_t *b)
+{
+    if (b->ptr != NULL) {
+        PM__CUDA(p->broken ? QUIET : PM__LOG_WARN, cudaFree(b->ptr));
+        p->held -= b->bytes;
+    }
+    *b = (dev_buf_t){0};
+}
+
+static unsigned bucket_of(uint64_t handle, uint64_t lo, uint64_t hi)
+{
+    uint64_t h = handle * 0x9E3779B97F4A7C15ull ^ lo * 0xC2B2AE3D27D4EB4Full ^ hi;
+    return (unsigned)(h ^ (h >> 29)) & (CACHE_BUCKETS - 1);
+}
+
+static void lru_unlink(cuda_priv_t *p, cache_entry_t *e)
+{
+    if (e->newer != NULL)
+        e->newer->older = e->older;
+    else
+        p->newest = e->older;
+    if (e->older != NULL)
+        e->older->newer = e->newer;
+    else
+        p->oldest = e->newer;
+    e->newer = e->older = NULL;
+}
+
+static void lru_push(cuda_priv_t *p, cache_entry_t *e)
+{
+    e->older = p->newest;
+    e->newer = NULL;
+    if (p->newest != NULL)
+        p->newest->newer = e;
+    else
+        p->oldest = e;
+    p->newest = e;
+}
+
+static void cache_drop(cuda_priv_t *p, cache_entry_t *e)
+{
+    cache_entry_t **pp = &p->bucket[bucket_of(e->handle, e->lo, e->hi)];
+    while (*pp != e)
+        pp = &(*pp)->hnext;
+    *pp = e->hnext;
+    lru_unlink(p, e);
+    dev_free(p, &e->buf);
+    if (e->ready != NULL)
+        PM__CUDA(QUIET, cudaEventDestroy(e->ready));
+    free(e->pat);
+    free(e);
+    p->ncache--;
+}
+
+/* The least recently used entry no subtask holds, or NULL. */
+static cache_entry_t *cache_victim(cuda_priv_t *p)
+{
+    for (cache_entry_t *e = p->oldest; e != NULL; e = e->newer)
+        if (e->refs == 0)
+            return e;
+    return NULL;
+}
+
+/* Frees one idle buffer: a pooled one first (it holds no data anyone wants),
+ * else the LRU cache entry. False when nothing is idle. */
+static bool release_idle(cuda_priv_t *p)
+{
+    if (p->npool > 0) {
+        dev_free(p, &p->pool[--p->npool]);
+        return true;
+    }
+    cache_entry_t *e = cache_victim(p);
+    if (e == NULL)
+        return false;
+    cache_drop(p, e);
+    return true;
+}
+
+/* cudaMalloc that makes room: idle buffers go while the stub holds more
+ * than its cap, and on cudaErrorMemoryAllocation one by one between tries. */
+static int dev_alloc(cuda_priv_t *p, size_t bytes, dev_buf_t *out)
+{
+    while (p->held + bytes > p->cap && release_idle(p))
+        ;
+    for (;;) {
+        void *ptr = NULL;
+        int rc = PM__CUDA(QUIET, cudaMalloc(&ptr, bytes ? bytes : 1));
+        if (rc == 0) {
+            *out = (dev_buf_t){ptr, bytes};
+            p->held += bytes;
+            return 0;
+        }
+        if (rc != PM_ENOMEM || !release_idle(p))
+            return rc;
+    }
+}
+
+static int pool_get(cuda_priv_t *p, size_t need, dev_buf_t *out)
+{
+    size_t want = size_class(need);
+    int best = -1;
+    for (int i = 0; i < p->npool; i++)
+        if (p->pool[i].bytes >= want && p->pool[i].bytes <= 2 * want &&
+            (best < 0 || p->pool[i].bytes < p->pool[best].bytes))
+            best = i;
+    if (best < 0)
+        return dev_alloc(p, want, out);
+    *out = p->pool[best];
+    p->pool[best] = p->pool[--p->npool];
+    return 0;
+}
+
+/* Only called once the streams that used the buffer are synchronized. */
+static void pool_put(cuda_priv_t *p, dev_buf_t *b)
+{
+    if (b->ptr == NULL)
+        return;
+    if (p->npool == POOL_MAX) {
+        dev_free(p, &p->pool[0]);
+        p->pool[0] = p->pool[--p->npool];
+    }
+    p->pool[p->npool++] = *b;
+    *b = (dev_buf_t){0};
+}
+
+/* Whether e holds exactly the parts of memory m that v subscribes. The
+ * memory's index may differ between tasks, so only the geometry counts. */
+static bool same_parts(const cache_entry_t *e, subs_view_t v, int m)
+{
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < v.n; i++) {
+        const pm__sub_t *a = &v.r[i];
+        if (a->mem != m)
+            continue;
+        if (k == e->npat)
+            return false;
+        const pm__sub_t *b = &e->pat[k++];
+        if (a->offset != b->offset || a->block != b->block || a->stride != b->stride ||
+            a->count != b->count)
+            return false;
+    }
+    return k == e->npat;
+}
+
+/* The entry for memory `mem`'s parts in v, or NULL. Entries of an older
+ * version of the same range found on the way are dropped: they never hit
+ * again. */
+static cache_entry_t *cache_find(cuda_priv_t *p, const pm__memory_t *mem, uint64_t lo,
+                                 uint64_t hi, subs_view_t v, int m)
+{
+    cache_entry_t *e = p->bucket[bucket_of(mem->handle, lo, hi)];
+    while (e != NULL) {
+        cache_entry_t *next = e->hnext;
+        if (e->handle == mem->handle && e->lo == lo && e->hi == hi) {
+            if (e->version == mem->version && same_parts(e, v, m))
+                return e;
+            if (e->version != mem->version && e->refs == 0)
+                cache_drop(p, e);
+        }
+        e = next;
+    }
+    return NULL;
+}
+
+/* A new entry (not yet filled) for memory m's parts in v. */
+static int cache_insert(cuda_priv_t *p, const pm__memory_t *mem, uint64_t lo, uint64_t hi,
+                        subs_view_t v, int m, cache_entry_t **out)
+{
+    cache_entry_t *victim = p->ncache >= CACHE_MAX ? cache_victim(p) : NULL;
+    if (victim != NULL)
+        cache_drop(p, victim);
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < v.n; i++)
+        n += v.r[i].mem == m;
+    cache_entry_t *e = calloc(1, sizeof *e);
+    if (e == NULL)
+        return PM_ENOMEM;
+    int rc = (e->pat = malloc((n ? n : 1) * sizeof *e->pat)) != NULL ? 0 : PM_ENOMEM;
+    if (rc == 0)
+        rc = dev_alloc(p, hi - lo, &e->buf);
+    if (rc == 0)
+        rc = PM__CUDA(QUIET, cudaEventCreateWithFlags(&e->ready, cudaEventDisableTiming));
+    if (rc != 0) {
+        dev_free(p, &e->buf);
+        free(e->pat);
+        free(e);
+        return rc;
+    }
+    for (uint32_t i = 0; i < v.n; i++)
+        if (v.r[i].mem == m)
+            e->pat[e->npat++] = v.r[i];
+    e->handle = mem->handle;
+    e->version = mem->version;
+    e->lo = lo;
+    e->hi = hi;
+    unsigned b = bucket_of(e->handle, lo, hi);
+    e->hnext = p->bucket[b];
+    p->bucket[b] = e;
+    lru_push(p, e);
+    p->ncache++;
+    *out = e;
+    return 0;
+}
+
+/* ---- copies between host and device -------------------------------------- */
+
+/* Which records of a subscription list a copy moves. */
+typedef struct parts {
+    const pm__sub_t *r;
+    uint32_t n;
+    int mem;
+    unsigned access;
+} parts_t;
+
+/* A piece of a part: `rows` blocks of `block` bytes, `stride` apart. */
+typedef struct piece {
+    uint64_t off, block, stride, rows;
+} piece_t;
+
+/* Cuts part q into pieces of at most `limit` bytes, in order; *pos counts the
+ * bytes already handed out. False when none are left. */
+static bool next_piece(const pm__sub_t *q, uint64_t limit, uint64_t *pos, piece_t *pc)
+{
+    if (*pos >= q->block * q->count)
+        return false;
+    uint64_t row = *pos / q->block, col = *pos % q->block;
+    if (q->block > limit) {
+        uint64_t n = q->block - col < limit ? q->block - col : limit;
+        *pc = (piece_t){q->offset + row * q->stride + col, n, n, 1};
+        *pos += n;
+        return true;
+    }
+    uint64_t rows = q->stride > MAX_PITCH ? 1 : limit / q->block;
+    if (rows > q->count - row)
+        rows = q->count - row;
+    *pc = (piece_t){q->offset + row * q->stride, q->block, q->stride, rows};
+    *pos += rows * q->block;
+    return true;
+}
+
+static int copy_rows(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+                     size_t rows, enum cudaMemcpyKind kind, cudaStream_t st)
+{
+    if (rows == 1)
+        return PM__CUDA(QUIET, cudaMemcpyAsync(dst, src, width, kind, st));
+    return PM__CUDA(QUIET, cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, rows, kind, st));
+}
+
+/* Gathers a piece into the next staging half (once the copy that used the
+ * half last is done) and sends it on the slot's stream. */
+static int stage_in(slot_t *sl, void *dev_nat, const void *host_nat, const piece_t *pc)
+{
+    int h = sl->half;
+    sl->half ^= 1;
+    int rc = PM__CUDA(QUIET, cudaEventSynchronize(sl->stage_done[h]));
+    if (rc != 0)
+        return rc;
+    for (uint64_t i = 0; i < pc->rows; i++)
+        memcpy(sl->stage[h] + i * pc->block, at(host_nat, pc->off + i * pc->stride), pc->block);
+    rc = copy_rows(at(dev_nat, pc->off), pc->stride, sl->stage[h], pc->block, pc->block, pc->rows,
+                   cudaMemcpyHostToDevice, sl->stream);
+    return rc ? rc : PM__CUDA(QUIET, cudaEventRecord(sl->stage_done[h], sl->stream));
+}
+
+/* Copies the parts host -> device (both natural views) on the slot's stream;
+ * returns once the host bytes may change. */
+static int copy_in(run_t *r, slot_t *sl, void *dev_nat, const void *host_nat, bool pinned,
+                   parts_t ps)
+{
+    int rc = 0;
+    for (uint32_t i = 0; i < ps.n && rc == 0; i++) {
+        const pm__sub_t *q = &ps.r[i];
+        if (q->mem != ps.mem || !(q->access & ps.access))
+            continue;
+        uint64_t pos = 0;
+        piece_t pc;
+        while (rc == 0 && next_piece(q, pinned ? UINT64_MAX : STAGE_BYTES, &pos, &pc)) {
+            if (pinned)
+                rc = copy_rows(at(dev_nat, pc.off), pc.stride, at(host_nat, pc.off), pc.stride,
+                               pc.block, pc.rows, cudaMemcpyHostToDevice, sl->stream);
+            else
+                rc = stage_in(sl, dev_nat, host_nat, &pc);
+            r->cnt->bytes_to_gpu += pc.block * pc.rows;
+        }
+    }
+    return rc;
+}
+
+/* A piece sent to a staging half, still to be scattered to the host. */
+typedef struct pending {
+    bool any;
+    int h;
+    piece_t pc;
+} pending_t;
+
+static int unstage(slot_t *sl, pending_t *pd, void *host_nat)
+{
+    if (!pd->any)
+        return 0;
+    pd->any = false;
+    int rc = PM__CUDA(QUIET, cudaEventSynchronize(sl->stage_done[pd->h]));
+    for (uint64_t i = 0; i < pd->pc.rows && rc == 0; i++)
+        memcpy(at(host_nat, pd->pc.off + i * pd->pc.stride), sl->stage[pd->h] + i * pd->pc.block,
+               pd->pc.block);
+    return rc;
+}
+
+/* Sends one piece device -> host; a staged one is scattered one step later,
+ * so each piece's copy overlaps the scatter of the one before. */
+static int out_piece(slot_t *sl, const void *dev_nat, void *host_nat, bool pinned,
+                     const piece_t *pc, pending_t *pd)
+{
+    if (pinned)
+        return copy_rows(at(host_nat, pc->off), pc->stride, at(dev_nat, pc->off), pc->stride,
+                         pc->block, pc->rows, cudaMemcpyDeviceToHost, sl->stream);
+    int h = sl->half;
+    sl->half ^= 1;
+    int rc = copy_rows(sl->stage[h], pc->block, at(dev_nat, pc->off), pc->stride, pc->block,
+                       pc->rows, cudaMemcpyDeviceToHost, sl->stream);
+    if (rc == 0)
+        rc = PM__CUDA(QUIET, cudaEventRecord(sl->stage_done[h], sl->stream));
+    int urc = unstage(sl, pd, host_nat);
+    *pd = (pending_t){rc == 0, h, *pc};
+    return rc ? rc : urc;
+}
+
+/* Copies the parts device -> host and waits until they are there. */
+static int copy_out(run_t *r, slot_t *sl, const void *dev_nat, void *host_nat, bool pinned,
+                    parts_t ps)
+{
+    pending_t pd = {0};
+    int rc = 0;
+    for (uint32_t i = 0; i < ps.n && rc == 0; i++) {
+        const pm__sub_t *q = &ps.r[i];
+        if (q->mem != ps.mem || !(q->access & ps.access))
+            continue;
+        uint64_t pos = 0;
+        piece_t pc;
+        while (rc == 0 && next_piece(q, pinned ? UINT64_MAX : STAGE_BYTES, &pos, &pc)) {
+            rc = out_piece(sl, dev_nat, host_nat, pinned, &pc, &pd);
+            r->cnt->bytes_from_gpu += pc.block * pc.rows;
+        }
+    }
+    int urc = unstage(sl, &pd, host_nat);
+    if (rc == 0)
+        rc = urc;
+    if (rc == 0 && pinned)
+        rc = PM__CUDA(QUIET, cudaStreamSynchronize(sl->stream));
+    return rc;
+}
+
+/* One contiguous range [lo, hi) of memory m as a parts list. */
+static parts_t range_parts(pm__sub_t *q, int m, uint64_t lo, uint64_t hi)
+{
+    *q = (pm__sub_t){.offset = lo, .block = hi - lo, .stride = hi - lo, .count = 1,
+                     .mem = (uint8_t)m, .access = PM_READ_WRITE};
+    return (parts_t){q, 1, m, PM_READ_WRITE};
+}
+
+/* Whether a host buffer is page-locked already, so copies skip the staging. */
+static bool host_pinned(const void *ptr)
+{
+    struct cudaPointerAttributes a;
+    if (ptr == NULL || PM__CUDA(QUIET, cudaPointerGetAttributes(&a, ptr)) != 0)
+        return false;
+    return a.type == cudaMemoryTypeHost;
+}
