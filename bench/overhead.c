@@ -80,6 +80,7 @@ static void parse_options(int argc, char **argv, struct options *o)
 static double run_once(uint64_t n, pm_sched_t sched)
 {
     pm_task_desc_t desc;
+    pm_task_stats_t st;
     pm_task_t task;
     double t0, seconds;
 
@@ -93,6 +94,13 @@ static double run_once(uint64_t n, pm_sched_t sched)
     APP_CHECK(pm_task_submit(&desc, &task));
     APP_CHECK(pm_task_wait(task));
     seconds = app_now() - t0;
+    /* A figure this small is only worth printing if every subtask ran. */
+    APP_CHECK(pm_task_stats(task, &st));
+    if (st.subtasks != n) {
+        fprintf(stderr, "overhead: the task ran %" PRIu64 " of %" PRIu64
+                " subtasks\n", st.subtasks, n);
+        exit(1);
+    }
     APP_CHECK(pm_task_release(task));
     return seconds;
 }
@@ -114,10 +122,10 @@ static void measure(const char *name, pm_sched_t sched, const struct options *o)
     qsort(t, runs, sizeof t[0], cmp_double);
     best_us = t[0] * 1e6 / (double)o->n;
     median_us = (t[(runs - 1) / 2] + t[runs / 2]) / 2 * 1e6 / (double)o->n;
-    printf("sched=%-6s  best %8.4f us/subtask  median %8.4f us/subtask"
+    printf("sched=%-6s  best %.4g us/subtask  median %.4g us/subtask"
            "  (best run %.3f ms)\n", name, best_us, median_us, t[0] * 1e3);
-    printf("result app=overhead sched=%s n=%" PRIu64 " runs=%zu best_us=%.4f"
-           " median_us=%.4f\n", name, o->n, runs, best_us, median_us);
+    printf("result app=overhead sched=%s n=%" PRIu64 " runs=%zu best_us=%.6f"
+           " median_us=%.6f\n", name, o->n, runs, best_us, median_us);
     fflush(stdout);
 }
 

@@ -24,8 +24,8 @@ double app_now(void);
 int app_check(int rc, const char *call, const char *file, int line);
 
 /**
- * Parses a size such as "10000000", "1e7", "6e7", "60M" or "1.5k" (k, M and
- * G are powers of 10) that must be a whole number. Returns 0, or -1 with
+ * Parses a size such as "10000000", "1e7", "6e7", "60M" or "1.5k" (k, M,
+ * G, T are powers of 10) that must be a whole number. Returns 0, or -1 with
  * *why set to a short reason ("not a number", "too large"...).
  */
 int app_parse_size(const char *text, uint64_t *value, const char **why);
@@ -36,9 +36,15 @@ int app_parse_size(const char *text, uint64_t *value, const char **why);
  */
 uint64_t app_size_arg(const char *prog, const char *opt, const char *text);
 
+#ifdef __GNUC__
+#define APP_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#else
+#define APP_PRINTF(f, a)
+#endif
+
 /** Prints "prog: <message> (see 'prog --help')" to stderr and exits 2. */
 _Noreturn void app_usage_error(const char *prog, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+    APP_PRINTF(2, 3);
 
 /**
  * Prints the standard result line, key=value so scripts can read it:

@@ -55,6 +55,8 @@ static const pm__handler_fn handlers[PM__TAG_LAST - PM__TAG_TASK] = {
     [PM__TAG_DRAINED - PM__TAG_TASK] = pm__proto_on_drained,
     [PM__TAG_TASK_END - PM__TAG_TASK] = pm__proto_on_task_end,
     [PM__TAG_MEM_RELEASE - PM__TAG_TASK] = pm__data_on_mem_release,
+    [PM__TAG_COPY_REQ - PM__TAG_TASK] = pm__proto_on_copy_req,
+    [PM__TAG_COPY_REPLY - PM__TAG_TASK] = pm__proto_on_copy_reply,
 };
 
 /* Whether an MPI launcher started this process (Open MPI, PMIx, PMI). */

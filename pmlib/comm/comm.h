@@ -23,6 +23,8 @@ enum pm__tag {
     PM__TAG_MEM_RELEASE,  /* 0 -> all: drop the mirror of a memory */
     PM__TAG_HEARTBEAT,    /* host <-> 0: still alive */
     PM__TAG_SHUTDOWN,     /* 0 -> all: host 0 finalized */
+    PM__TAG_COPY_REQ,     /* host -> host: a running chunk I may run too? */
+    PM__TAG_COPY_REPLY,   /* host -> host: a chunk id, or none */
     PM__TAG_LAST
 };
 
@@ -40,6 +42,8 @@ void pm__proto_on_steal_req(int src, pm__rbuf_t *m);
 void pm__proto_on_steal_reply(int src, pm__rbuf_t *m);
 void pm__proto_on_drained(int src, pm__rbuf_t *m);
 void pm__proto_on_task_end(int src, pm__rbuf_t *m);
+void pm__proto_on_copy_req(int src, pm__rbuf_t *m);
+void pm__proto_on_copy_reply(int src, pm__rbuf_t *m);
 void pm__data_on_req(int src, pm__rbuf_t *m);
 void pm__data_on_reply(int src, pm__rbuf_t *m);
 void pm__data_on_mem_release(int src, pm__rbuf_t *m);

@@ -189,7 +189,7 @@ static void start_remote_task(pm__rbuf_t *m)
         pm__rt.active = t;
     pm__rt.active_tail = t;
     if (!runnable_here(t)) { /* nothing to run here: drained at once */
-        t->drained = 1;
+        t->drained = t->copies_done = 1;
         send_drained_locked(t);
     }
     pthread_cond_broadcast(&pm__rt.work_cv);
@@ -301,17 +301,59 @@ static void ask_next_victim_locked(pm__task_t *t)
     pm__comm_send(v, PM__TAG_STEAL_REQ, &b);
 }
 
+/* Multi-assign: a drained host may run copies of chunks still running on
+ * other hosts; the first report of a chunk wins on host 0. Only for tasks
+ * without reduced memories (a copy's output would merge twice) and only on
+ * hosts other than 0 (host 0 writes memories in place). */
+static bool can_copy(const pm__task_t *t)
+{
+    return t->remote && t->desc.sched == PM_SCHED_PULL && t->nred == 0 &&
+           !(t->desc.flags & PM_TASK_NO_MULTI_ASSIGN) && pm__rt.nhosts > 2;
+}
+
+static void maybe_send_drained_locked(pm__task_t *t)
+{
+    if (t->remote && t->drained && t->copies_done && t->inprogress == 0 && !t->drain_sent)
+        send_drained_locked(t);
+}
+
+/* Asks the next other host (not 0, not this one) for a copy of a straggler. */
+static void ask_copy_locked(pm__task_t *t)
+{
+    int k = t->copy_tried, h;
+    for (h = 1; h < pm__rt.nhosts; h++)
+        if (h != pm__rt.host && k-- == 0)
+            break;
+    if (h >= pm__rt.nhosts) {
+        t->copies_done = 1;
+        maybe_send_drained_locked(t);
+        return;
+    }
+    t->copy_pending = 1;
+    pm__wbuf_t b = {0};
+    pm__wbuf_u64(&b, t->seq);
+    pm__comm_send(h, PM__TAG_COPY_REQ, &b);
+}
+
 static void drain_locked(pm__task_t *t)
 {
     t->drained = 1;
-    if (t->remote && t->inprogress == 0 && !t->drain_sent)
-        send_drained_locked(t);
+    if (can_copy(t))
+        ask_copy_locked(t);
+    else
+        t->copies_done = 1;
+    maybe_send_drained_locked(t);
 }
 
 void pm__proto_want_work_locked(pm__task_t *t)
 {
-    if (t->drained || t->steal_pending)
+    if (t->steal_pending || t->copy_pending || t->drain_sent)
         return;
+    if (t->drained) {
+        if (!t->copies_done)
+            ask_copy_locked(t);
+        return;
+    }
     if (t->desc.sched != PM_SCHED_PULL) { /* static shares never move */
         drain_locked(t);
         return;
@@ -319,6 +361,64 @@ void pm__proto_want_work_locked(pm__task_t *t)
     if (t->steal_tried == 0)
         t->steal_victim = pm__rt.host;
     ask_next_victim_locked(t);
+}
+
+/* A chunk running here long enough to be worth a copy elsewhere. */
+static uint64_t straggler_locked(pm__task_t *t)
+{
+    uint64_t now = (uint64_t)(pm__now() * 1e9), best = UINT64_MAX, oldest = UINT64_MAX;
+    int pick = -1;
+    for (int s = 0; s < pm__rt.nstubs; s++) {
+        uint64_t c = atomic_load(&t->running[s]), since = atomic_load(&t->running_since[s]);
+        if (c == UINT64_MAX || atomic_load(&t->copied[s]) || now - since < 2000000 || since >= oldest)
+            continue;
+        oldest = since;
+        best = c;
+        pick = s;
+    }
+    if (pick >= 0)
+        atomic_store(&t->copied[pick], 1);
+    return best;
+}
+
+void pm__proto_on_copy_req(int src, pm__rbuf_t *m)
+{
+    uint64_t seq = pm__rbuf_u64(m), chunk = UINT64_MAX;
+    if (m->bad)
+        return;
+    pthread_mutex_lock(&pm__rt.lock);
+    pm__task_t *t = pm__task_find_locked(seq);
+    if (t != NULL && t->remote && t->running != NULL && can_copy(t))
+        chunk = straggler_locked(t);
+    pthread_mutex_unlock(&pm__rt.lock);
+    pm__wbuf_t b = {0};
+    pm__wbuf_u64(&b, seq);
+    pm__wbuf_u64(&b, chunk);
+    pm__comm_send(src, PM__TAG_COPY_REPLY, &b);
+}
+
+void pm__proto_on_copy_reply(int src, pm__rbuf_t *m)
+{
+    uint64_t seq = pm__rbuf_u64(m), chunk = pm__rbuf_u64(m);
+    (void)src;
+    if (m->bad)
+        return;
+    pthread_mutex_lock(&pm__rt.lock);
+    pm__task_t *t = pm__task_find_locked(seq);
+    if (t != NULL && t->state == PM__TASK_RUN && !t->drain_sent && t->copy_pending) {
+        t->copy_pending = 0;
+        if (chunk < t->nchunks) {
+            pm__debug("task %llu: running a copy of chunk %llu of host %d", (unsigned long long)seq,
+                      (unsigned long long)chunk, src);
+            pm__ranges_install(t, chunk, chunk + 1);
+            t->copies++;
+            pthread_cond_broadcast(&pm__rt.work_cv);
+        } else {
+            t->copy_tried++;
+            ask_copy_locked(t);
+        }
+    }
+    pthread_mutex_unlock(&pm__rt.lock);
 }
 
 void pm__proto_on_steal_req(int src, pm__rbuf_t *m)
@@ -384,17 +484,29 @@ static void put_status(pm__wbuf_t *b, pm__task_t *t)
     pthread_mutex_unlock(&t->err_lock);
 }
 
-static void put_pieces(pm__wbuf_t *b, pm__task_t *t)
+/* Sends the pieces of the chunk's subtasks [first, last) and drops them;
+ * pieces of chunks other stubs run stay for their own reports. */
+static void put_pieces(pm__wbuf_t *b, pm__task_t *t, uint64_t first, uint64_t last)
 {
     pthread_mutex_lock(&t->redist_lock);
-    pm__wbuf_u64(b, t->npieces);
+    size_t at = b->n, n = 0, keep = 0;
+    pm__wbuf_u64(b, 0);
     for (size_t i = 0; i < t->npieces; i++) {
-        pm__wbuf_u64(b, t->pieces[i].key);
-        pm__wbuf_u64(b, t->pieces[i].id);
-        pm__wbuf_u64(b, t->pieces[i].bytes);
-        pm__wbuf_put(b, t->pieces[i].data, t->pieces[i].bytes);
+        pm__piece_t *p = &t->pieces[i];
+        if (p->id < first || p->id >= last) {
+            t->pieces[keep++] = *p;
+            continue;
+        }
+        pm__wbuf_u64(b, p->key);
+        pm__wbuf_u64(b, p->id);
+        pm__wbuf_u64(b, p->bytes);
+        pm__wbuf_put(b, p->data, p->bytes);
+        free(p->data);
+        n++;
     }
-    pm__task_free_pieces(t);
+    t->npieces = keep;
+    if (!b->oom)
+        memcpy(b->p + at, &n, sizeof n);
     pthread_mutex_unlock(&t->redist_lock);
 }
 
@@ -408,12 +520,11 @@ void pm__proto_after_chunk(pm__task_t *t, uint64_t chunk)
     pm__wbuf_u64(&b, last - first);
     put_status(&b, t);
     pm__data_put_writes(&b, t, chunk);
-    put_pieces(&b, t);
+    put_pieces(&b, t, first, last);
     pm__comm_send(0, PM__TAG_CHUNK_DONE, &b);
     pthread_mutex_lock(&pm__rt.lock);
     t->inprogress--;
-    if (t->drained && t->inprogress == 0 && !t->drain_sent)
-        send_drained_locked(t);
+    maybe_send_drained_locked(t);
     pthread_mutex_unlock(&pm__rt.lock);
 }
 
@@ -458,6 +569,9 @@ void pm__proto_on_chunk_done(int src, pm__rbuf_t *m)
     pthread_mutex_unlock(&pm__rt.lock);
     if (t == NULL || chunk >= t->nchunks)
         return;
+    /* A multi-assigned chunk reports twice; the first report wins. */
+    if (t->done_map != NULL && atomic_exchange(&t->done_map[chunk], 1))
+        return;
     get_status(m, t, src);
     pm__data_get_writes(m, t, src);
     get_pieces(m, t);
@@ -495,6 +609,7 @@ static void send_drained_locked(pm__task_t *t)
     pm__wbuf_u64(&b, to_gpu);
     pm__wbuf_u64(&b, from_gpu);
     pm__wbuf_u64(&b, hits);
+    pm__wbuf_u64(&b, (uint64_t)t->copies);
     /* Count first so the reader knows how many follow. */
     size_t at = b.n;
     pm__wbuf_u64(&b, 0);

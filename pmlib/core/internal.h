@@ -135,7 +135,7 @@ typedef struct pm__stub_counts {
 /* Counters other hosts report when they drain. */
 enum pm__remote_count {
     PM__RC_STEALS, PM__RC_STEALS_REMOTE, PM__RC_TO_GPU, PM__RC_FROM_GPU, PM__RC_HITS,
-    PM__REMOTE_COUNTS
+    PM__RC_COPIES, PM__REMOTE_COUNTS
 };
 
 typedef struct pm__task {
@@ -175,8 +175,14 @@ typedef struct pm__task {
     struct pm__task *next_remote; /* remote tasks until host 0 ends them */
     int inprogress;          /* rt lock: chunks held by this host's stubs */
     int steal_pending, steal_victim, steal_tried, drained, drain_sent; /* rt lock */
+    int copy_pending, copy_tried, copies_done, copies;                 /* rt lock */
+    /* Multi-assign: the chunk each stub runs (UINT64_MAX: none), when it
+     * started, and whether another host runs a copy of it. */
+    atomic_uint_fast64_t *running, *running_since;
+    atomic_uchar *copied;
+    atomic_uchar *done_map; /* host 0: chunks reported done (first report wins) */
     atomic_uint_fast64_t subtasks_remote, steals_remote, bytes_moved, bytes_sent;
-    atomic_uint_fast64_t remote_counts[5]; /* host 0: enum pm__remote_count summed */
+    atomic_uint_fast64_t remote_counts[PM__REMOTE_COUNTS]; /* host 0: summed over hosts */
     pthread_mutex_t redist_lock;
     struct pm__piece *pieces; /* redistributed output, unsorted */
     atomic_uint_fast64_t piece_seq;

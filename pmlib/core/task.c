@@ -199,6 +199,10 @@ static void task_free(pm__task_t *t)
 {
     pm__task_free_pieces(t);
     pthread_mutex_destroy(&t->redist_lock);
+    free(t->running);
+    free(t->running_since);
+    free(t->copied);
+    free(t->done_map);
     free(t->host_lo);
     free(t->host_hi);
     if (t->chunk_subs != NULL) {
@@ -249,6 +253,18 @@ int pm__task_create(const pm_task_desc_t *d, const pm__callbacks_t *cbs, pm__tas
     if (t->counts == NULL)
         goto nomem;
     memset(t->counts, 0, (size_t)pm__rt.nstubs * sizeof *t->counts);
+    if (pm__rt.nhosts > 1) {
+        int n = pm__rt.nstubs;
+        t->running = calloc((size_t)n, sizeof *t->running);
+        t->running_since = calloc((size_t)n, sizeof *t->running_since);
+        t->copied = calloc((size_t)n, sizeof *t->copied);
+        t->done_map = pm__rt.host == 0 ? calloc(t->nchunks, sizeof *t->done_map) : NULL;
+        if (t->running == NULL || t->running_since == NULL || t->copied == NULL ||
+            (pm__rt.host == 0 && t->done_map == NULL))
+            goto nomem;
+        for (int i = 0; i < n; i++)
+            atomic_init(&t->running[i], UINT64_MAX);
+    }
     if (cbs->cb.subscribe != NULL) {
         t->chunk_subs = calloc(t->nchunks, sizeof *t->chunk_subs);
         if (t->chunk_subs == NULL)
@@ -470,6 +486,7 @@ static void fill_stats(pm__task_t *t)
     s->bytes_to_gpu += atomic_load(&t->remote_counts[PM__RC_TO_GPU]);
     s->bytes_from_gpu += atomic_load(&t->remote_counts[PM__RC_FROM_GPU]);
     s->gpu_cache_hits += atomic_load(&t->remote_counts[PM__RC_HITS]);
+    s->multi_assigned = atomic_load(&t->remote_counts[PM__RC_COPIES]);
     s->bytes_moved = atomic_load(&t->bytes_moved);
     s->bytes_sent = atomic_load(&t->bytes_sent);
 }

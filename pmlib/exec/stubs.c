@@ -61,8 +61,16 @@ static void run_loop(pm__stub_t *s, pm__task_t *t, uint64_t k)
             t->t_start = now;
     }
     for (;;) {
+        if (t->running != NULL) { /* other hosts may ask for a copy of it */
+            atomic_store(&t->running_since[s->index], (uint64_t)(pm__now() * 1e9));
+            atomic_store(&t->running[s->index], k);
+        }
         if (!t->remote || pm__proto_before_chunk(t, k) == 0)
             s->ops->run_chunk(s, t, k);
+        if (t->running != NULL) {
+            atomic_store(&t->running[s->index], UINT64_MAX);
+            atomic_store(&t->copied[s->index], 0);
+        }
         uint64_t next;
         bool more = t->policy->take(t, s->index, &next);
         uint64_t first = k * t->grain;
