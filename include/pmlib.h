@@ -7,8 +7,8 @@
  * runs on a CPU core or a GPU, and its outputs are written back or merged by a
  * reduce. This header is the whole public interface.
  *
- * Conventions: every call returns an int, 0 on success and a negative PM_E*
- * code otherwise; the failing call also logs one line saying what was wrong
+ * Conventions: every call returns an int, 0 on success (pm_task_desc_add:
+ * the new memory index, >= 0) and a negative PM_E* code otherwise; the failing call also logs one line saying what was wrong
  * and how to fix it. Handles are small values that stay safe to pass after
  * release (the call then returns PM_EBADHANDLE).
  */
@@ -393,7 +393,7 @@ typedef struct pm_task_stats {
     uint64_t bytes_to_gpu;    /**< host to GPU copies */
     uint64_t bytes_from_gpu;  /**< GPU to host copies */
     uint64_t gpu_cache_hits;  /**< subscriptions found on a GPU already */
-    int stubs;                /**< stubs that ran at least one subtask */
+    int stubs;                /**< stubs of the submitting host that ran a subtask */
 } pm_task_stats_t;
 
 /** Fills `stats` for a finished task (PM_EBUSY while it runs). */

@@ -36,7 +36,7 @@ void pm__log(int level, const char *fmt, ...)
     vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
     /* One fprintf per line so lines of several threads do not interleave. */
-    fprintf(stderr, "pmlib[%d]: %s: %s\n", pm__rt.initialized ? pm__rt.host : 0,
+    fprintf(stderr, "pmlib[%d]: %s: %s\n", pm__rt.host,
             level_names[level], line);
 }
 

@@ -49,6 +49,17 @@ static pm_sched_t env_sched(void)
     return s;
 }
 
+/* mpirun binds small jobs to one core per rank; with one rank per host that
+ * hides the other cores from pmlib, so say how to give them back. */
+static void warn_if_bound(void)
+{
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    if (pm__rt.nhosts > 1 && pm__rt.local_size == 1 && getenv("PMLIB_NCPU") == NULL &&
+        online > 0 && online_cpus() < online)
+        pm__warn("this host may use %d of its %ld cores (the launcher bound the process); "
+                 "start with mpirun --bind-to none, or set PMLIB_NCPU", online_cpus(), online);
+}
+
 int pm_init(int *argc, char ***argv)
 {
     if (pm__rt.initialized)
@@ -60,6 +71,7 @@ int pm_init(int *argc, char ***argv)
     if (rc != 0)
         return rc;
     pm__rt.ncpu = env_count("PMLIB_NCPU", online_cpus(), 4096);
+    warn_if_bound();
     pm__rt.default_sched = env_sched();
     pthread_mutex_init(&pm__rt.lock, NULL);
     pthread_cond_init(&pm__rt.work_cv, NULL);

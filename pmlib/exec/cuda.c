@@ -36,7 +36,7 @@
 #define MAX_PITCH ((uint64_t)1 << 30)  /* larger strides copy row by row */
 #define QUIET PM__LOG_DEBUG            /* failures a subtask's message reports */
 
-/* In pmlib/cuda/*.cu; both return a cudaError_t. */
+/* In pmlib/cuda/ (reduce_kernels.cu, stub_kernels.cu); both return a cudaError_t. */
 int pm__cuda_reduce_apply(pm_reduce_op_t op, pm_type_t type, void *into, const void *from,
                           size_t count, void *stream);
 int pm__cuda_fill(void *dst, const void *elem, int elem_bytes, size_t count, void *stream);
@@ -630,4 +630,677 @@ static bool host_pinned(const void *ptr)
     if (ptr == NULL || PM__CUDA(QUIET, cudaPointerGetAttributes(&a, ptr)) != 0)
         return false;
     return a.type == cudaMemoryTypeHost;
+}
+
+/* ---- a subtask's memories ------------------------------------------------ */
+
+/* Fills [lo, hi) of a device buffer (natural view) as a fresh private output
+ * of memory m, as pm__acc_fill does on the host: the memory's bytes when
+ * the task reads it, else the op's identity (zeros for a custom reduce). */
+static int fresh_fill(run_t *r, slot_t *sl, int m, void *nat, uint64_t lo, uint64_t hi)
+{
+    static const unsigned char zero[8];
+    const pm_task_memory_t *tm = &r->t->desc.mem[m];
+    pm__sub_t q;
+    if (tm->access & PM_READ)
+        return copy_in(r, sl, nat, r->t->mems[m]->data, r->pinned[m], range_parts(&q, m, lo, hi));
+    unsigned char elem[8] = {0};
+    size_t es = tm->reduce == PM_REDUCE_CUSTOM ? 1 : pm_type_size(tm->type);
+    if (tm->reduce != PM_REDUCE_CUSTOM)
+        pm__reduce_identity(tm->reduce, tm->type, elem, 1);
+    if (memcmp(elem, zero, sizeof elem) == 0)
+        return PM__CUDA(QUIET, cudaMemsetAsync(at(nat, lo), 0, hi - lo, sl->stream));
+    return PM__CUDA(QUIET, (cudaError_t)pm__cuda_fill(at(nat, lo), elem, (int)es, (hi - lo) / es,
+                                                      sl->stream));
+}
+
+/* A non-reduced memory the task may write: a pooled buffer, read parts in. */
+static int open_plain(run_t *r, slot_t *sl, subs_view_t v, int m, void **nat)
+{
+    mem_use_t *u = &sl->use[m];
+    int rc = pool_get(r->p, u->hi - u->lo, &u->buf);
+    if (rc != 0)
+        return rc;
+    u->kind = USE_PLAIN;
+    *nat = pm__natural(u->buf.ptr, u->lo);
+    return copy_in(r, sl, *nat, r->t->mems[m]->data, r->pinned[m], (parts_t){v.r, v.n, m, PM_READ});
+}
+
+/* A read-only memory: the cached copy of its parts, or a new one. */
+static int open_cached(run_t *r, slot_t *sl, subs_view_t v, int m, void **nat)
+{
+    mem_use_t *u = &sl->use[m];
+    const pm__memory_t *mem = r->t->mems[m];
+    cache_entry_t *e = cache_find(r->p, mem, u->lo, u->hi, v, m);
+    int rc;
+    if (e != NULL) {
+        r->cnt->gpu_cache_hits++;
+        /* Its copy in may still be in flight on another stream. */
+        rc = PM__CUDA(QUIET, cudaStreamWaitEvent(sl->stream, e->ready, 0));
+    } else {
+        rc = cache_insert(r->p, mem, u->lo, u->hi, v, m, &e);
+        if (rc != 0)
+            return rc;
+        rc = copy_in(r, sl, pm__natural(e->buf.ptr, u->lo), mem->data, r->pinned[m],
+                     (parts_t){v.r, v.n, m, PM_READ});
+        if (rc == 0)
+            rc = PM__CUDA(QUIET, cudaEventRecord(e->ready, sl->stream));
+        if (rc != 0) {
+            cache_drop(r->p, e);
+            return rc;
+        }
+    }
+    e->refs++;
+    lru_unlink(r->p, e);
+    lru_push(r->p, e);
+    u->kind = USE_CACHED;
+    u->entry = e;
+    *nat = pm__natural(e->buf.ptr, u->lo);
+    return rc;
+}
+
+/* A reduced memory. Built-in ops: the chunk's first writer writes straight
+ * into the chunk's accumulator, later ones into a fresh private output that
+ * is merged after their callback. Custom: always a private output, merged
+ * on the host when the subtask retires. */
+static int open_reduced(run_t *r, slot_t *sl, chunk_state_t *cs, int m, void **nat)
+{
+    mem_use_t *u = &sl->use[m];
+    bool custom = r->t->desc.mem[m].reduce == PM_REDUCE_CUSTOM;
+    if (!custom && !cs->direct_taken[m]) {
+        cs->direct_taken[m] = true;
+        u->kind = USE_DIRECT;
+        *nat = pm__natural(cs->dacc[m].ptr, cs->dlo[m]);
+        return 0;
+    }
+    int rc = pool_get(r->p, u->hi - u->lo, &u->buf);
+    if (rc != 0)
+        return rc;
+    u->kind = custom ? USE_CUSTOM : USE_MERGE;
+    *nat = pm__natural(u->buf.ptr, u->lo);
+    return fresh_fill(r, sl, m, *nat, u->lo, u->hi);
+}
+
+/* Gives every subscribed memory a device buffer; unsubscribed ones are NULL. */
+static int open_all(run_t *r, slot_t *sl, chunk_state_t *cs, subs_view_t v,
+                    pm_subtask_info_t *info)
+{
+    for (int m = 0; m < r->t->desc.nmem; m++) {
+        mem_use_t *u = &sl->use[m];
+        void *nat = NULL;
+        int rc = 0;
+        if (hull(v, m, &u->lo, &u->hi)) {
+            if (r->t->desc.mem[m].reduce != PM_REDUCE_NONE)
+                rc = open_reduced(r, sl, cs, m, &nat);
+            else if (r->t->desc.mem[m].access == PM_READ)
+                rc = open_cached(r, sl, v, m, &nat);
+            else
+                rc = open_plain(r, sl, v, m, &nat);
+        }
+        info->mem[m] = nat;
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* Only called once the slot's stream is synchronized. */
+static void release_all(cuda_priv_t *p, slot_t *sl)
+{
+    for (int m = 0; m < PM_MAX_TASK_MEMORIES; m++) {
+        mem_use_t *u = &sl->use[m];
+        if (u->kind == USE_CACHED)
+            u->entry->refs--;
+        pool_put(p, &u->buf);
+        *u = (mem_use_t){0};
+    }
+}
+
+/* ---- merging reduce outputs ---------------------------------------------- */
+
+/* Merges [lo, hi) of a private output into the chunk's accumulator as
+ * pm__acc_merge_range does on the host: reduced where the accumulator holds
+ * output already, copied elsewhere; so CPU and GPU give the same bits. */
+static int merge_range(run_t *r, slot_t *sl, chunk_state_t *cs, int m, uint64_t lo, uint64_t hi)
+{
+    const pm_task_memory_t *tm = &r->t->desc.mem[m];
+    void *acc = pm__natural(cs->dacc[m].ptr, cs->dlo[m]);
+    void *out = pm__natural(sl->use[m].buf.ptr, sl->use[m].lo);
+    const pm__acc_t *a = &cs->dcov[m];
+    uint64_t pos = lo;
+    int rc = 0;
+    for (uint32_t i = 0; i < a->ncov && pos < hi && rc == 0; i++) {
+        const pm__range_t iv = a->cov[i];
+        if (iv.hi <= pos)
+            continue;
+        if (iv.lo >= hi)
+            break;
+        if (iv.lo > pos)
+            rc = PM__CUDA(QUIET, cudaMemcpyAsync(at(acc, pos), at(out, pos), iv.lo - pos,
+                                                 cudaMemcpyDeviceToDevice, sl->stream));
+        uint64_t olo = iv.lo > pos ? iv.lo : pos, ohi = iv.hi < hi ? iv.hi : hi;
+        if (rc == 0)
+            rc = PM__CUDA(QUIET, (cudaError_t)pm__cuda_reduce_apply(
+                                     tm->reduce, tm->type, at(acc, olo), at(out, olo),
+                                     (ohi - olo) / pm_type_size(tm->type), sl->stream));
+        pos = ohi;
+    }
+    if (rc == 0 && pos < hi)
+        rc = PM__CUDA(QUIET, cudaMemcpyAsync(at(acc, pos), at(out, pos), hi - pos,
+                                             cudaMemcpyDeviceToDevice, sl->stream));
+    return rc ? rc : pm__acc_cover(&cs->dcov[m], lo, hi);
+}
+
+/* Enqueues the subtask's built-in reduce merges behind those of lower ids
+ * (the chunk's `merged` event orders them across streams). */
+static int after_callback(run_t *r, slot_t *sl, chunk_state_t *cs, subs_view_t v)
+{
+    int rc = 0;
+    for (int m = 0; m < r->t->desc.nmem && rc == 0; m++) {
+        enum use_kind k = sl->use[m].kind;
+        if (k != USE_DIRECT && k != USE_MERGE)
+            continue;
+        pm__acc_t w = {0};
+        rc = written_union(v, m, &w);
+        if (rc == 0 && k == USE_MERGE)
+            rc = PM__CUDA(QUIET, cudaStreamWaitEvent(sl->stream, cs->merged, 0));
+        for (uint32_t i = 0; i < w.ncov && rc == 0; i++)
+            rc = k == USE_MERGE ? merge_range(r, sl, cs, m, w.cov[i].lo, w.cov[i].hi)
+                                : pm__acc_cover(&cs->dcov[m], w.cov[i].lo, w.cov[i].hi);
+        if (rc == 0)
+            rc = PM__CUDA(QUIET, cudaEventRecord(cs->merged, sl->stream));
+        pm__acc_free(&w);
+    }
+    return rc;
+}
+
+/* Copies a custom-reduced output home and merges it into the chunk's host
+ * accumulator with the task's reduce callback, in id order. */
+static int merge_custom(run_t *r, slot_t *sl, subs_view_t v, int m)
+{
+    cuda_priv_t *p = r->p;
+    const mem_use_t *u = &sl->use[m];
+    if (p->scratch_cap < u->hi - u->lo) {
+        free(p->scratch);
+        p->scratch_cap = 0;
+        if ((p->scratch = malloc(u->hi - u->lo)) == NULL)
+            return PM_ENOMEM;
+        p->scratch_cap = u->hi - u->lo;
+    }
+    pm__acc_t w = {0};
+    pm__sub_t q;
+    int rc = written_union(v, m, &w);
+    for (uint32_t i = 0; i < w.ncov && rc == 0; i++)
+        rc = copy_out(r, sl, pm__natural(u->buf.ptr, u->lo), pm__natural(p->scratch, u->lo), false,
+                      range_parts(&q, m, w.cov[i].lo, w.cov[i].hi));
+    for (uint32_t i = 0; i < w.ncov && rc == 0; i++)
+        rc = pm__acc_merge_range(r->t, m, &sl->cs->acc->acc[m], p->scratch, u->lo, w.cov[i].lo,
+                                 w.cov[i].hi);
+    pm__acc_free(&w);
+    return rc;
+}
+
+/* ---- chunks --------------------------------------------------------------- */
+
+/* A device accumulator over the hull of each built-in reduced memory's
+ * subscriptions in the chunk, filled fresh. Merging per chunk rather than
+ * per task keeps the result independent of which device ran which chunk:
+ * the chunk outputs then meet in the task's fixed merge tree. */
+static int setup_accumulators(run_t *r, slot_t *sl, chunk_state_t *cs)
+{
+    const pm__task_t *t = r->t;
+    subs_view_t all = {NULL, 0};
+    if (t->chunk_subs != NULL)
+        all = (subs_view_t){t->chunk_subs[cs->chunk].recs, t->chunk_subs[cs->chunk].n};
+    int rc = 0;
+    for (int m = 0; m < t->desc.nmem && rc == 0; m++) {
+        pm_reduce_op_t op = t->desc.mem[m].reduce;
+        uint64_t lo = 0, hi = 0;
+        if (op == PM_REDUCE_NONE || op == PM_REDUCE_CUSTOM || !hull(all, m, &lo, &hi))
+            continue;
+        cs->dlo[m] = lo;
+        rc = pool_get(r->p, hi - lo, &cs->dacc[m]);
+        if (rc == 0)
+            rc = fresh_fill(r, sl, m, pm__natural(cs->dacc[m].ptr, lo), lo, hi);
+    }
+    return rc ? rc : PM__CUDA(QUIET, cudaEventRecord(cs->merged, sl->stream));
+}
+
+static chunk_state_t *chunk_begin(run_t *r, slot_t *sl, uint64_t chunk)
+{
+    cuda_priv_t *p = r->p;
+    chunk_state_t *cs = &p->cstate[p->next_cstate];
+    p->next_cstate = (p->next_cstate + 1) % CHUNK_STATES;
+    cs->busy = true; /* CHUNK_STATES covers every chunk that can be in flight */
+    cs->setup_rc = 0;
+    cs->chunk = chunk;
+    chunk_span(r->t, chunk, &cs->first, &cs->last);
+    memset(cs->direct_taken, 0, sizeof cs->direct_taken);
+    if (r->t->nred == 0 || p->broken)
+        return cs;
+    last_cuda_error = cudaSuccess;
+    cs->acc = pm__accset_new();
+    cs->setup_rc = cs->acc != NULL ? setup_accumulators(r, sl, cs) : PM_ENOMEM;
+    return cs;
+}
+
+/* Brings a device accumulator home once, with exact coverage. */
+static int copy_back(run_t *r, slot_t *sl, chunk_state_t *cs, int m)
+{
+    const pm__acc_t *d = &cs->dcov[m];
+    pm__acc_t *a = &cs->acc->acc[m];
+    pm__sub_t q;
+    int rc = pm__acc_reserve(r->t, m, a, d->cov[0].lo, d->cov[d->ncov - 1].hi);
+    if (rc == 0)
+        rc = PM__CUDA(QUIET, cudaStreamWaitEvent(sl->stream, cs->merged, 0));
+    for (uint32_t i = 0; i < d->ncov && rc == 0; i++) {
+        rc = copy_out(r, sl, pm__natural(cs->dacc[m].ptr, cs->dlo[m]), pm__natural(a->data, a->lo),
+                      false, range_parts(&q, m, d->cov[i].lo, d->cov[i].hi));
+        if (rc == 0)
+            rc = pm__acc_cover(a, d->cov[i].lo, d->cov[i].hi);
+    }
+    return rc;
+}
+
+/* After the chunk's last subtask retired: its outputs go up the merge tree. */
+static void chunk_end(run_t *r, slot_t *sl, chunk_state_t *cs)
+{
+    int rc = 0;
+    for (int m = 0; m < r->t->desc.nmem && rc == 0 && cs->setup_rc == 0 && !r->p->broken; m++)
+        if (cs->dcov[m].ncov > 0)
+            rc = copy_back(r, sl, cs, m);
+    if (rc != 0)
+        fail(r, cs->first, rc, "copying its chunk's reduce output from the gpu failed");
+    if (cs->acc != NULL) {
+        rc = pm__reduce_tree_push(r->t, 0, cs->chunk, cs->acc);
+        if (rc != 0)
+            fail(r, cs->first, rc, "%s", rc == PM_ECALLBACK ? "the reduce callback failed"
+                                                            : "out of memory merging its reduce output");
+    }
+    for (int m = 0; m < PM_MAX_TASK_MEMORIES; m++) {
+        pool_put(r->p, &cs->dacc[m]);
+        pm__acc_free(&cs->dcov[m]);
+    }
+    cs->acc = NULL;
+    cs->busy = false;
+}
+
+/* ---- the pipeline ----------------------------------------------------------- */
+
+/* Runs the cuda callback; a failed launch counts as its failure. */
+static int call_cuda(run_t *r, slot_t *sl, chunk_state_t *cs, const pm_subtask_info_t *info)
+{
+    int rc = 0;
+    for (int m = 0; m < info->nmem && rc == 0; m++)
+        if (sl->use[m].kind == USE_DIRECT) /* the accumulator's fill comes first */
+            rc = PM__CUDA(QUIET, cudaStreamWaitEvent(sl->stream, cs->merged, 0));
+    if (rc != 0) {
+        fail(r, info->id, rc, "waiting for its chunk's reduce accumulator failed");
+        return rc;
+    }
+    PM__CUDA(QUIET, cudaGetLastError()); /* forget errors already returned */
+    last_cuda_error = cudaSuccess;
+    int ret = r->t->cbs.cb.cuda(info, (void *)sl->stream);
+    int lrc = PM__CUDA(QUIET, cudaGetLastError());
+    if (ret == 0 && lrc == 0)
+        return 0;
+    if (ret != 0)
+        fail(r, info->id, PM_ECALLBACK, "the cuda callback returned %d", ret);
+    else
+        fail(r, info->id, PM_ECALLBACK, "a launch in the cuda callback failed");
+    return PM_ECALLBACK;
+}
+
+/* Starts subtask id on a free slot: buffers, copies in, callback, merges. */
+static void issue(run_t *r, slot_t *sl, chunk_state_t *cs, uint64_t id)
+{
+    sl->busy = true;
+    sl->failed = true; /* until the callback and its merges are enqueued */
+    sl->id = id;
+    sl->cs = cs;
+    last_cuda_error = cudaSuccess;
+    if (r->p->broken) {
+        fail(r, id, PM_ECUDA, "the gpu is unusable after an earlier error");
+        return;
+    }
+    if (cs->setup_rc != 0) {
+        fail(r, id, cs->setup_rc, "%s", open_failure(cs->setup_rc));
+        return;
+    }
+    subs_view_t v = subs_of(r->t, cs->chunk, id);
+    pm_subtask_info_t info = r->info;
+    info.id = id;
+    int rc = open_all(r, sl, cs, v, &info);
+    if (rc != 0) {
+        fail(r, id, rc == PM_ENOMEM ? PM_ENOMEM : PM_ECUDA, "%s", open_failure(rc));
+        return;
+    }
+    if (call_cuda(r, sl, cs, &info) != 0)
+        return;
+    rc = after_callback(r, sl, cs, v);
+    if (rc != 0) {
+        fail(r, id, rc, "merging its reduce output on the gpu failed");
+        return;
+    }
+    sl->failed = false;
+}
+
+static const char *close_failure(int rc)
+{
+    if (rc == PM_ECALLBACK)
+        return "the reduce callback failed";
+    if (rc == PM_ENOMEM)
+        return "out of memory merging its reduce output";
+    return "copying its outputs from the gpu failed";
+}
+
+/* Brings a subtask's outputs home: the written parts of plain memories and
+ * custom-reduced outputs (built-in ones stay in the chunk's accumulator). */
+static int close_all(run_t *r, slot_t *sl, subs_view_t v)
+{
+    int rc = 0;
+    for (int m = 0; m < r->t->desc.nmem && rc == 0; m++) {
+        const mem_use_t *u = &sl->use[m];
+        if (u->kind == USE_PLAIN && (r->t->desc.mem[m].access & PM_WRITE))
+            rc = copy_out(r, sl, pm__natural(u->buf.ptr, u->lo), r->t->mems[m]->data, r->pinned[m],
+                          (parts_t){v.r, v.n, m, PM_WRITE});
+        else if (u->kind == USE_CUSTOM)
+            rc = merge_custom(r, sl, v, m);
+    }
+    return rc;
+}
+
+/* Finishes the subtask on a slot: waits for its stream, brings its outputs
+ * home, frees its buffers; ends its chunk after the chunk's last subtask. */
+static void retire(run_t *r, slot_t *sl)
+{
+    chunk_state_t *cs = sl->cs;
+    last_cuda_error = cudaSuccess;
+    if (PM__CUDA(QUIET, cudaStreamSynchronize(sl->stream)) != 0) {
+        if (!sl->failed)
+            fail(r, sl->id, PM_ECALLBACK, "the work of its cuda callback failed");
+        sl->failed = true;
+        check_device(r);
+    }
+    if (!sl->failed) {
+        int rc = close_all(r, sl, subs_of(r->t, cs->chunk, sl->id));
+        if (rc != 0)
+            fail(r, sl->id, rc, "%s", close_failure(rc));
+    }
+    release_all(r->p, sl);
+    sl->busy = false;
+    if (sl->id + 1 == cs->last)
+        chunk_end(r, sl, cs);
+}
+
+static slot_t *next_slot(cuda_priv_t *p)
+{
+    slot_t *sl = &p->slot[p->next_slot];
+    p->next_slot = (p->next_slot + 1) % SLOTS;
+    return sl;
+}
+
+static void run_init(run_t *r, pm__stub_t *s, pm__task_t *t)
+{
+    cuda_priv_t *p = s->priv;
+    *r = (run_t){.s = s, .p = p, .t = t, .cnt = &t->counts[s->index]};
+    r->info = (pm_subtask_info_t){.count = t->desc.subtasks, .nmem = t->desc.nmem,
+                                  .conf = t->conf, .conf_bytes = t->desc.conf_bytes,
+                                  .host = pm__rt.host, .stub = s->index,
+                                  .device = PM_DEVICE_GPU, .device_index = p->gpu.ordinal,
+                                  .internal = t};
+    /* Stubs are set up on the main thread; this one must select its GPU. */
+    last_cuda_error = cudaSuccess;
+    if (!p->broken && PM__CUDA(PM__LOG_ERROR, cudaSetDevice(p->gpu.ordinal)) != 0)
+        p->broken = true;
+    for (int m = 0; m < t->desc.nmem; m++) {
+        r->info.mem_bytes[m] = t->mems[m]->bytes;
+        r->pinned[m] = !p->broken && host_pinned(t->mems[m]->data);
+    }
+}
+
+void pm__cuda_run_chunks(pm__stub_t *s, pm__task_t *t, const uint64_t *chunks, int n)
+{
+    run_t r;
+    run_init(&r, s, t);
+    for (int c = 0; c < n; c++) {
+        uint64_t first, last;
+        chunk_span(t, chunks[c], &first, &last);
+        chunk_state_t *cs = NULL;
+        for (uint64_t id = first; id < last; id++) {
+            slot_t *sl = next_slot(r.p);
+            if (sl->busy)
+                retire(&r, sl);
+            if (cs == NULL)
+                cs = chunk_begin(&r, sl, chunks[c]);
+            issue(&r, sl, cs, id);
+        }
+        r.cnt->subtasks += last - first;
+    }
+    for (int k = 0; k < SLOTS; k++) {
+        slot_t *sl = next_slot(r.p);
+        if (sl->busy)
+            retire(&r, sl);
+    }
+}
+
+static void cuda_run_chunk(pm__stub_t *s, pm__task_t *t, uint64_t chunk)
+{
+    pm__cuda_run_chunks(s, t, &chunk, 1);
+}
+
+/* ---- set-up and tear-down -------------------------------------------------- */
+
+static int gpu_query(int ordinal, pm__gpu_info_t *g)
+{
+    struct cudaDeviceProp prop;
+    int rc = PM__CUDA(PM__LOG_WARN, cudaGetDeviceProperties(&prop, ordinal));
+    if (rc != 0)
+        return rc;
+    *g = (pm__gpu_info_t){.ordinal = ordinal, .major = prop.major, .minor = prop.minor,
+                          .mem_bytes = prop.totalGlobalMem, .sm_count = prop.multiProcessorCount};
+    size_t n = strnlen(prop.name, sizeof prop.name);
+    if (n >= sizeof g->name)
+        n = sizeof g->name - 1;
+    memcpy(g->name, prop.name, n);
+    g->name[n] = '\0';
+    return 0;
+}
+
+static int slot_init(slot_t *sl)
+{
+    int rc = PM__CUDA(PM__LOG_ERROR, cudaStreamCreateWithFlags(&sl->stream, cudaStreamNonBlocking));
+    for (int h = 0; h < 2 && rc == 0; h++) {
+        rc = PM__CUDA(PM__LOG_ERROR, cudaHostAlloc((void **)&sl->stage[h], STAGE_BYTES,
+                                                   cudaHostAllocDefault));
+        if (rc == 0)
+            rc = PM__CUDA(PM__LOG_ERROR, cudaEventCreateWithFlags(&sl->stage_done[h],
+                                                                  cudaEventDisableTiming));
+    }
+    return rc;
+}
+
+static void slot_fini(slot_t *sl, int level)
+{
+    for (int h = 0; h < 2; h++) {
+        if (sl->stage_done[h] != NULL)
+            PM__CUDA(level, cudaEventDestroy(sl->stage_done[h]));
+        if (sl->stage[h] != NULL)
+            PM__CUDA(level, cudaFreeHost(sl->stage[h]));
+    }
+    if (sl->stream != NULL)
+        PM__CUDA(level, cudaStreamDestroy(sl->stream));
+    *sl = (slot_t){0};
+}
+
+static void cuda_fini(pm__stub_t *s)
+{
+    cuda_priv_t *p = s->priv;
+    if (p == NULL)
+        return;
+    int level = p->broken ? QUIET : PM__LOG_WARN;
+    PM__CUDA(level, cudaSetDevice(s->device_index));
+    PM__CUDA(level, cudaDeviceSynchronize());
+    while (p->oldest != NULL)
+        cache_drop(p, p->oldest);
+    for (int i = 0; i < CHUNK_STATES; i++) {
+        for (int m = 0; m < PM_MAX_TASK_MEMORIES; m++) {
+            dev_free(p, &p->cstate[i].dacc[m]);
+            pm__acc_free(&p->cstate[i].dcov[m]);
+        }
+        if (p->cstate[i].merged != NULL)
+            PM__CUDA(level, cudaEventDestroy(p->cstate[i].merged));
+    }
+    while (p->npool > 0)
+        dev_free(p, &p->pool[--p->npool]);
+    for (int i = 0; i < SLOTS; i++)
+        slot_fini(&p->slot[i], level);
+    free(p->scratch);
+    free(p);
+    s->priv = NULL;
+}
+
+static int cuda_init(pm__stub_t *s)
+{
+    cuda_priv_t *p = calloc(1, sizeof *p);
+    if (p == NULL)
+        return PM__FAIL(PM_ENOMEM, "pm_init: out of memory for gpu stub %d", s->index);
+    s->priv = p;
+    p->gpu.ordinal = s->device_index;
+    int rc = PM__CUDA(PM__LOG_ERROR, cudaSetDevice(s->device_index));
+    if (rc == 0)
+        rc = gpu_query(s->device_index, &p->gpu);
+    /* Leave a quarter of the GPU to the callbacks' own allocations. */
+    p->cap = p->gpu.mem_bytes / 4 * 3;
+    for (int i = 0; i < SLOTS && rc == 0; i++)
+        rc = slot_init(&p->slot[i]);
+    for (int i = 0; i < CHUNK_STATES && rc == 0; i++)
+        rc = PM__CUDA(PM__LOG_ERROR, cudaEventCreateWithFlags(&p->cstate[i].merged,
+                                                              cudaEventDisableTiming));
+    if (rc != 0)
+        cuda_fini(s);
+    return rc;
+}
+
+const pm__device_ops_t pm__cuda_ops = {
+    .name = "cuda",
+    .kind = PM_DEVICE_GPU,
+    .init = cuda_init,
+    .run_chunk = cuda_run_chunk,
+    .fini = cuda_fini,
+};
+
+int pm__cuda_stub_info(const pm__stub_t *s, pm__gpu_info_t *out)
+{
+    const cuda_priv_t *p = s->priv;
+    if (s->ops != &pm__cuda_ops || p == NULL)
+        return PM_EINVAL;
+    *out = p->gpu;
+    return 0;
+}
+
+bool pm__cuda_stub_usable(const pm__stub_t *s)
+{
+    const cuda_priv_t *p = s->priv;
+    return s->ops == &pm__cuda_ops && p != NULL && !p->broken;
+}
+
+/* ---- discovery ----------------------------------------------------------------- */
+
+/* PMLIB_NGPU: the most GPUs this process drives; -1 when unset. */
+static int env_max_gpus(void)
+{
+    const char *v = getenv("PMLIB_NGPU");
+    if (v == NULL || *v == '\0')
+        return -1;
+    char *end;
+    errno = 0;
+    long n = strtol(v, &end, 10);
+    if (errno != 0 || *end != '\0' || n < 0 || n > 4096) {
+        pm__warn("PMLIB_NGPU=%s is not a count from 0 to 4096; ignoring it", v);
+        return -1;
+    }
+    return (int)n;
+}
+
+static bool listed(const int *list, int n, long d)
+{
+    for (int i = 0; i < n; i++)
+        if (list[i] == d)
+            return true;
+    return false;
+}
+
+/* The ordinals to consider, in order: PMLIB_CUDA_DEVICES, else 0..n-1. */
+static int device_list(int n, int *list)
+{
+    const char *v = getenv("PMLIB_CUDA_DEVICES");
+    int k = 0;
+    if (v == NULL || *v == '\0') {
+        for (k = 0; k < n; k++)
+            list[k] = k;
+        return n;
+    }
+    for (const char *s = v; s != NULL; s = strchr(s, ',') ? strchr(s, ',') + 1 : NULL) {
+        char *end;
+        errno = 0;
+        long d = strtol(s, &end, 10);
+        if (end != s && errno == 0 && (*end == ',' || *end == '\0') && d >= 0 && d < n &&
+            !listed(list, k, d))
+            list[k++] = (int)d;
+        else
+            pm__warn("PMLIB_CUDA_DEVICES=%s: '%.*s' is not a new GPU ordinal of this host "
+                     "(0..%d); skipping it", v, (int)strcspn(s, ","), s, n - 1);
+    }
+    return k;
+}
+
+/* Visible GPUs; 0 where there is no driver or device, which is no error. */
+static int visible_count(void)
+{
+    int n = 0;
+    if (PM__CUDA(QUIET, cudaGetDeviceCount(&n)) == 0)
+        return n;
+    cudaError_t e = last_cuda_error;
+    if (e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver)
+        pm__info("no usable CUDA driver or GPU on host %d (%s); running without GPUs",
+                 pm__rt.host, cudaGetErrorString(e));
+    else
+        pm__warn("CUDA cannot list the GPUs of host %d (%s: %s); running without GPUs",
+                 pm__rt.host, cudaGetErrorName(e), cudaGetErrorString(e));
+    PM__CUDA(QUIET, cudaGetLastError());
+    return 0;
+}
+
+int pm__cuda_discover(pm__gpu_info_t **gpus, int *ngpu, int local_rank, int local_size)
+{
+    *gpus = NULL;
+    *ngpu = 0;
+    if (local_size < 1 || local_rank < 0 || local_rank >= local_size)
+        return PM__FAIL(PM_EINTERNAL, "pm__cuda_discover: local rank %d of %d", local_rank,
+                        local_size);
+    int max = env_max_gpus();
+    int n = max == 0 ? 0 : visible_count();
+    if (n <= 0)
+        return 0;
+    int *list = malloc((size_t)n * sizeof *list);
+    pm__gpu_info_t *g = calloc((size_t)n, sizeof *g);
+    if (list == NULL || g == NULL) {
+        free(list);
+        free(g);
+        return PM__FAIL(PM_ENOMEM, "pm_init: out of memory listing %d GPUs", n);
+    }
+    int nlist = device_list(n, list), k = 0;
+    for (int i = local_rank; i < nlist && (max < 0 || k < max); i += local_size)
+        k += gpu_query(list[i], &g[k]) == 0;
+    free(list);
+    pm__info("host %d, local rank %d of %d: %d of %d visible GPUs", pm__rt.host, local_rank,
+             local_size, k, n);
+    if (k == 0) {
+        free(g);
+        g = NULL;
+    }
+    *gpus = g;
+    *ngpu = k;
+    return 0;
 }
