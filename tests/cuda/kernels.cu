@@ -39,9 +39,9 @@ __global__ void combine(double *out, const double *in, uint64_t n, uint64_t lo, 
         out[i] = __dadd_rn(__dmul_rn(2.0, in[i]), in[(i * 7) % n]);
 }
 
-__global__ void contrib(int64_t *s, double *d, float *f, uint64_t k, uint64_t id)
+__global__ void contrib(int64_t *s, double *d, float *f, uint64_t lo, uint64_t hi, uint64_t id)
 {
-    for (uint64_t j = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; j < k;
+    for (uint64_t j = lo + blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; j < hi;
          j += (uint64_t)blockDim.x * gridDim.x) {
         if (s != NULL)
             s[j] += (int64_t)(id * 1000003u + j * 7919u) - 5000000;
@@ -75,9 +75,10 @@ extern "C" int tk_combine(double *out, const double *in, uint64_t n, uint64_t lo
     return 0;
 }
 
-extern "C" int tk_contrib(int64_t *s, double *d, float *f, uint64_t k, uint64_t id, void *stream)
+extern "C" int tk_contrib(int64_t *s, double *d, float *f, uint64_t lo, uint64_t hi, uint64_t id,
+                          void *stream)
 {
-    contrib<<<blocks_for(k), kThreads, 0, (cudaStream_t)stream>>>(s, d, f, k, id);
+    contrib<<<blocks_for(hi - lo), kThreads, 0, (cudaStream_t)stream>>>(s, d, f, lo, hi, id);
     return 0;
 }
 

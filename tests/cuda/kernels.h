@@ -19,9 +19,10 @@ int tk_fill_column(double *m, uint64_t rows, uint64_t cols, uint64_t col, void *
 /* out[i] = 2 * in[i] + in[(i * 7) % n] for lo <= i < hi. */
 int tk_combine(double *out, const double *in, uint64_t n, uint64_t lo, uint64_t hi,
                void *stream);
-/* Subtask id's contribution to k elements of each non-NULL output:
+/* Subtask id's contribution to elements lo..hi-1 of each non-NULL output:
  * s[j] += a(id, j), d[j] += b(id, j), f[j] = min(f[j], c(id, j)). */
-int tk_contrib(int64_t *s, double *d, float *f, uint64_t k, uint64_t id, void *stream);
+int tk_contrib(int64_t *s, double *d, float *f, uint64_t lo, uint64_t hi, uint64_t id,
+               void *stream);
 /* A launch CUDA rejects (zero blocks). */
 int tk_bad_launch(double *out, void *stream);
 

@@ -15,6 +15,38 @@ mpi_run() {
   timeout "$mpi_limit" "$MPIEXEC" --oversubscribe -n "$mpi_n" "$@"
 }
 
+# mpi_fault_job SECONDS N PROGRAM: runs a job expected to fail, keeping its
+# output in $out and $err (shown afterwards) and its status in $rc.
+mpi_fault_job() {
+  out=$(mktemp) err=$(mktemp)
+  trap 'rm -f "$out" "$err"' EXIT
+  start=$(date +%s)
+  mpi_run "$@" >"$out" 2>"$err"
+  rc=$?
+  elapsed=$(( $(date +%s) - start ))
+  echo "---- stdout"; cat "$out"
+  echo "---- stderr"; cat "$err"
+  echo "----"
+  echo "mpiexec exited $rc after ${elapsed} s"
+}
+
+# Checks of a failing job: each prints what it checked.
+expect_failed_job() {
+  [ "$rc" -ne 124 ] || fail "the job timed out instead of ending"
+  [ "$rc" -ne 0 ] || fail "the job exited 0; the other hosts should report the failed task"
+  echo "ok: the job ended with a nonzero status ($rc), not a timeout"
+}
+
+expect_stdout() {
+  grep -q -- "$1" "$out" || fail "stdout lacks '$1'"
+  echo "ok: stdout has '$1'"
+}
+
+expect_stderr() {
+  grep -q -- "$1" "$err" || fail "stderr lacks '$1'"
+  echo "ok: stderr has '$1'"
+}
+
 fail() {
   echo "FAIL: $*"
   exit 1

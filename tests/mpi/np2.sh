@@ -1,5 +1,12 @@
 #!/bin/sh
-# The MPI suite (test_mpi) on 2 hosts: every test must pass and every rank exit 0.
+# The MPI suite (test_mpi) on 2 hosts: every test passes and every rank exits 0.
 . "$(dirname "$0")/mpi-common.sh"
-echo "test_mpi on 2 hosts"
+echo "test_mpi on 2 hosts (limit 300 s)"
 mpi_run 300 2 "$top_builddir/tests/mpi/test_mpi"
+rc=$?
+case $rc in
+  0) echo "PASS: every test passed on 2 hosts and every rank exited 0" ;;
+  124) echo "FAIL: timed out after 300 s" ;;
+  *) echo "FAIL: mpiexec exited $rc" ;;
+esac
+exit $rc

@@ -1,0 +1,24 @@
+# MPI tests, included at the end of Makefile.am: the suite on 1 to 4 hosts,
+# failure handling between hosts, and arraysum on several hosts. Every job
+# runs under `mpiexec --oversubscribe` through the wrappers below.
+MPI_TEST_WRAPPERS = tests/mpi/np1.sh tests/mpi/np2.sh tests/mpi/np3.sh \
+	tests/mpi/np4.sh tests/mpi/fault-callback.sh tests/mpi/fault-missing.sh \
+	tests/mpi/fault-kill.sh tests/mpi/arraysum-np.sh
+EXTRA_DIST += $(MPI_TEST_WRAPPERS) tests/mpi/mpi-common.sh
+
+if PM_TESTS
+check_PROGRAMS += tests/mpi/test_mpi tests/mpi/fault_callback \
+	tests/mpi/fault_missing tests/mpi/fault_kill
+TESTS += $(MPI_TEST_WRAPPERS)
+AM_TESTS_ENVIRONMENT += MPIEXEC='$(MPIEXEC)'; export MPIEXEC;
+
+tests_mpi_test_mpi_SOURCES = tests/mpi/test_mpi.c tests/unit/testutil.h
+tests_mpi_test_mpi_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_mpi_test_mpi_LDADD = pmlib/libpmlib.la $(CHECK_LIBS) -lm
+tests_mpi_fault_callback_SOURCES = tests/mpi/fault_callback.c
+tests_mpi_fault_callback_LDADD = pmlib/libpmlib.la
+tests_mpi_fault_missing_SOURCES = tests/mpi/fault_missing.c
+tests_mpi_fault_missing_LDADD = pmlib/libpmlib.la
+tests_mpi_fault_kill_SOURCES = tests/mpi/fault_kill.c
+tests_mpi_fault_kill_LDADD = pmlib/libpmlib.la
+endif
