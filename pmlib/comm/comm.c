@@ -298,13 +298,13 @@ static void *comm_main(void *arg)
 
 /* ---- start and stop ------------------------------------------------------ */
 
-int pm__comm_start(double speed, int ngpu)
+int pm__comm_start(const pm__host_info_t *me)
 {
     if (!C.we_initialized_mpi && !launched_by_mpi()) {
         pm__hosts = calloc(1, sizeof *pm__hosts);
         if (pm__hosts == NULL)
             return PM_ENOMEM;
-        pm__hosts[0] = (pm__host_info_t){.ncpu = pm__rt.ncpu, .ngpu = ngpu, .speed = speed};
+        pm__hosts[0] = *me;
         return 0;
     }
     int n = pm__rt.nhosts;
@@ -312,8 +312,7 @@ int pm__comm_start(double speed, int ngpu)
     C.last_heard = calloc((size_t)n, sizeof *C.last_heard);
     if (pm__hosts == NULL || C.last_heard == NULL)
         return PM__FAIL(PM_ENOMEM, "pm_init: out of memory for the host table");
-    pm__host_info_t me = {.ncpu = pm__rt.ncpu, .ngpu = ngpu, .speed = speed};
-    MPI_Allgather(&me, (int)sizeof me, MPI_BYTE, pm__hosts, (int)sizeof me, MPI_BYTE, MPI_COMM_WORLD);
+    MPI_Allgather(me, (int)sizeof *me, MPI_BYTE, pm__hosts, (int)sizeof *me, MPI_BYTE, MPI_COMM_WORLD);
     if (n == 1)
         return 0;
     double now = pm__now();

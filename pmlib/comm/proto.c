@@ -411,7 +411,8 @@ void pm__proto_on_copy_reply(int src, pm__rbuf_t *m)
             pm__debug("task %llu: running a copy of chunk %llu of host %d", (unsigned long long)seq,
                       (unsigned long long)chunk, src);
             pm__ranges_install(t, chunk, chunk + 1);
-            t->copies++;
+            t->copies += (int)(chunk * t->grain + t->grain < t->desc.subtasks ? t->grain
+                                                                              : t->desc.subtasks - chunk * t->grain);
             pthread_cond_broadcast(&pm__rt.work_cv);
         } else {
             t->copy_tried++;
@@ -510,7 +511,7 @@ static void put_pieces(pm__wbuf_t *b, pm__task_t *t, uint64_t first, uint64_t la
     pthread_mutex_unlock(&t->redist_lock);
 }
 
-void pm__proto_after_chunk(pm__task_t *t, uint64_t chunk)
+void pm__proto_after_chunk(pm__task_t *t, uint64_t chunk, pm_device_kind_t kind)
 {
     uint64_t first = chunk * t->grain;
     uint64_t last = first + t->grain < t->desc.subtasks ? first + t->grain : t->desc.subtasks;
@@ -518,6 +519,7 @@ void pm__proto_after_chunk(pm__task_t *t, uint64_t chunk)
     pm__wbuf_u64(&b, t->seq);
     pm__wbuf_u64(&b, chunk);
     pm__wbuf_u64(&b, last - first);
+    pm__wbuf_i32(&b, kind);
     put_status(&b, t);
     pm__data_put_writes(&b, t, chunk);
     put_pieces(&b, t, first, last);
@@ -534,10 +536,11 @@ static void get_status(pm__rbuf_t *m, pm__task_t *t, int src)
     int32_t status = pm__rbuf_i32(m);
     uint64_t failed = pm__rbuf_u64(m), nfailed = pm__rbuf_u64(m);
     pm__rbuf_str(m, msg, sizeof msg);
-    if (!m->bad && status != 0) {
+    /* nfailed counts the failures since the host's last report. */
+    if (!m->bad && status != 0 && nfailed > 0) {
         pm__task_fail_remote(t, status, failed, src, msg);
         pthread_mutex_lock(&t->err_lock);
-        t->nfailed += nfailed > 0 ? nfailed - 1 : 0;
+        t->nfailed += nfailed - 1;
         pthread_mutex_unlock(&t->err_lock);
     }
 }
@@ -562,6 +565,7 @@ static void get_pieces(pm__rbuf_t *m, pm__task_t *t)
 void pm__proto_on_chunk_done(int src, pm__rbuf_t *m)
 {
     uint64_t seq = pm__rbuf_u64(m), chunk = pm__rbuf_u64(m), nsub = pm__rbuf_u64(m);
+    int32_t kind = pm__rbuf_i32(m);
     if (m->bad)
         return;
     pthread_mutex_lock(&pm__rt.lock);
@@ -576,6 +580,8 @@ void pm__proto_on_chunk_done(int src, pm__rbuf_t *m)
     pm__data_get_writes(m, t, src);
     get_pieces(m, t);
     atomic_fetch_add(&t->subtasks_remote, nsub);
+    if (kind == PM_DEVICE_GPU)
+        atomic_fetch_add(&t->subtasks_remote_gpu, nsub);
     atomic_fetch_add(&t->subtasks_done, nsub);
     pm__task_done(t, 1);
 }

@@ -181,7 +181,7 @@ typedef struct pm__task {
     atomic_uint_fast64_t *running, *running_since;
     atomic_uchar *copied;
     atomic_uchar *done_map; /* host 0: chunks reported done (first report wins) */
-    atomic_uint_fast64_t subtasks_remote, steals_remote, bytes_moved, bytes_sent;
+    atomic_uint_fast64_t subtasks_remote, subtasks_remote_gpu, steals_remote, bytes_moved, bytes_sent;
     atomic_uint_fast64_t remote_counts[PM__REMOTE_COUNTS]; /* host 0: summed over hosts */
     pthread_mutex_t redist_lock;
     struct pm__piece *pieces; /* redistributed output, unsorted */
@@ -268,6 +268,9 @@ struct pm__stub {
     int device_index;     /* core or GPU ordinal */
     const pm__device_ops_t *ops;
     double speed;         /* relative speed for proportional shares */
+    int major, minor;     /* GPU compute capability */
+    char name[96];        /* GPU name */
+    uint64_t mem_bytes;   /* GPU memory */
     pthread_t thread;
     void *priv;           /* device-specific state */
 };
@@ -275,8 +278,10 @@ struct pm__stub {
 extern const pm__device_ops_t pm__cpu_ops;
 int pm__stubs_start(void);
 void pm__stubs_stop(void);
-/* Whether a stub may run the task's subtasks. */
+/* Whether a stub may run the task's subtasks; whether a GPU of that compute
+ * capability may (device mask, cuda callback, min_cc, device filter). */
 int pm__task_runnable_on(const pm__task_t *t, const pm__stub_t *s);
+int pm__gpu_eligible(const pm__task_t *t, int major, int minor);
 
 /* ---- redistribution (core/redistribute.c) ------------------------------ */
 
@@ -295,22 +300,31 @@ void pm__task_free_pieces(pm__task_t *t);
 /* ---- comm (comm/) ------------------------------------------------------ */
 
 /* What each host reported at start-up; the same table on every host. */
+#define PM__MAX_GPUS 16
+typedef struct pm__gpu_desc {
+    char name[96];
+    int32_t major, minor;
+    uint64_t mem_bytes;
+} pm__gpu_desc_t;
+
 typedef struct pm__host_info {
     int32_t ncpu, ngpu;
     double speed;
+    pm__gpu_desc_t gpu[PM__MAX_GPUS];
 } pm__host_info_t;
 extern pm__host_info_t *pm__hosts;
 
 int pm__comm_init(int *argc, char ***argv, int *host, int *nhosts, int *local_rank, int *local_size);
 /* Exchanges the host table and starts the comm thread. */
-int pm__comm_start(double speed, int ngpu);
+struct pm__host_info;
+int pm__comm_start(const struct pm__host_info *me);
 void pm__comm_shutdown(void);
 void pm__comm_finalize(void);
 /* Hooks of the task protocol (comm/proto.c). */
 void pm__proto_task_started(pm__task_t *t);     /* host 0: send it to every host */
 void pm__proto_want_work_locked(pm__task_t *t); /* no chunk here: ask other hosts */
 int pm__proto_before_chunk(pm__task_t *t, uint64_t chunk); /* remote: subscribe, fetch */
-void pm__proto_after_chunk(pm__task_t *t, uint64_t chunk); /* remote: report to host 0 */
+void pm__proto_after_chunk(pm__task_t *t, uint64_t chunk, pm_device_kind_t kind); /* remote: report */
 void pm__proto_took_chunk_locked(pm__task_t *t);
 void pm__proto_task_finished(pm__task_t *t);    /* host 0: tell every host */
 void pm__proto_memory_released(uint64_t handle);

@@ -3,6 +3,7 @@
 #include "core/internal.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,6 +61,27 @@ static void warn_if_bound(void)
                  "start with mpirun --bind-to none, or set PMLIB_NCPU", online_cpus(), online);
 }
 
+/* This host's line of the cluster's device table. */
+static int start_comm(void)
+{
+    pm__host_info_t me;
+    memset(&me, 0, sizeof me);
+    for (int i = 0; i < pm__rt.nstubs; i++) {
+        const pm__stub_t *s = &pm__rt.stubs[i];
+        me.speed += s->speed;
+        if (s->ops->kind == PM_DEVICE_CPU) {
+            me.ncpu++;
+        } else if (me.ngpu < PM__MAX_GPUS) {
+            pm__gpu_desc_t *g = &me.gpu[me.ngpu++];
+            snprintf(g->name, sizeof g->name, "%s", s->name);
+            g->major = s->major;
+            g->minor = s->minor;
+            g->mem_bytes = s->mem_bytes;
+        }
+    }
+    return pm__comm_start(&me);
+}
+
 int pm_init(int *argc, char ***argv)
 {
     if (pm__rt.initialized)
@@ -77,7 +99,7 @@ int pm_init(int *argc, char ***argv)
     pthread_cond_init(&pm__rt.work_cv, NULL);
     pthread_cond_init(&pm__rt.done_cv, NULL);
     rc = pm__stubs_start();
-    if (rc == 0 && (rc = pm__comm_start((double)pm__rt.nstubs, 0)) != 0)
+    if (rc == 0 && (rc = start_comm()) != 0)
         pm__stubs_stop();
     if (rc != 0) {
         pthread_cond_destroy(&pm__rt.done_cv);

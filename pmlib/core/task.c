@@ -122,19 +122,24 @@ static int check_desc(const pm_task_desc_t *d, const pm__callbacks_t **cbs)
     return 0;
 }
 
+int pm__gpu_eligible(const pm__task_t *t, int major, int minor)
+{
+    const pm_callbacks_t *cb = &t->cbs.cb;
+    if (cb->cuda == NULL || !(t->desc.devices & PM_DEVICE_GPU) || major * 10 + minor < t->desc.min_cc)
+        return 0;
+    return cb->device_filter == NULL ||
+           cb->device_filter(PM_DEVICE_GPU, major, minor, t->conf, t->desc.conf_bytes);
+}
+
 int pm__task_runnable_on(const pm__task_t *t, const pm__stub_t *s)
 {
     const pm_callbacks_t *cb = &t->cbs.cb;
-    pm_device_kind_t kind = s->ops->kind;
-    if (!(t->desc.devices & (int)kind))
+    if (s->ops->kind == PM_DEVICE_GPU)
+        return pm__gpu_eligible(t, s->major, s->minor);
+    if (cb->cpu == NULL || !(t->desc.devices & PM_DEVICE_CPU))
         return 0;
-    if (kind == PM_DEVICE_CPU && cb->cpu == NULL)
-        return 0;
-    if (kind == PM_DEVICE_GPU && cb->cuda == NULL)
-        return 0;
-    if (cb->device_filter != NULL && !cb->device_filter(kind, 0, 0, t->conf, t->desc.conf_bytes))
-        return 0;
-    return 1;
+    return cb->device_filter == NULL ||
+           cb->device_filter(PM_DEVICE_CPU, 0, 0, t->conf, t->desc.conf_bytes);
 }
 
 /* How much of a task host h should get first: its stubs that can run it
@@ -143,10 +148,11 @@ static double host_weight(const pm__task_t *t, int h)
 {
     const pm_callbacks_t *cb = &t->cbs.cb;
     double w = 0;
-    if (cb->cpu != NULL && (t->desc.devices & PM_DEVICE_CPU))
+    if (cb->cpu != NULL && (t->desc.devices & PM_DEVICE_CPU) &&
+        (cb->device_filter == NULL || cb->device_filter(PM_DEVICE_CPU, 0, 0, t->conf, t->desc.conf_bytes)))
         w += pm__hosts[h].ncpu;
-    if (cb->cuda != NULL && (t->desc.devices & PM_DEVICE_GPU))
-        w += pm__hosts[h].ngpu;
+    for (int g = 0; g < pm__hosts[h].ngpu && g < PM__MAX_GPUS; g++)
+        w += pm__gpu_eligible(t, pm__hosts[h].gpu[g].major, pm__hosts[h].gpu[g].minor);
     if (t->desc.sched == PM_SCHED_STATIC_EQUAL && w > 0)
         w = 1;
     return w;
@@ -307,11 +313,22 @@ static int add_dependent(pm__task_t *earlier, pm__task_t *later)
 }
 
 /* Makes a task whose dependencies are done runnable (runtime lock held). */
+/* From here on subtasks may write; versions will move. */
+static void start_running_locked(pm__task_t *t)
+{
+    t->state = PM__TASK_RUN;
+    t->t_start = pm__now();
+    atomic_store(&t->started, 1);
+    if (pm__rt.nhosts > 1)
+        pm__proto_task_started(t);
+}
+
 static void make_ready_locked(pm__task_t *t)
 {
-    t->state = t->chunk_subs != NULL ? PM__TASK_PREPARE : PM__TASK_RUN;
-    if (t->state == PM__TASK_RUN && pm__rt.nhosts > 1)
-        pm__proto_task_started(t);
+    if (t->chunk_subs != NULL)
+        t->state = PM__TASK_PREPARE;
+    else
+        start_running_locked(t);
     pthread_cond_broadcast(&pm__rt.work_cv);
 }
 
@@ -443,9 +460,7 @@ void pm__task_prepared(pm__task_t *t)
         return;
     }
     pthread_mutex_lock(&pm__rt.lock);
-    t->state = PM__TASK_RUN;
-    if (pm__rt.nhosts > 1)
-        pm__proto_task_started(t);
+    start_running_locked(t);
     pthread_cond_broadcast(&pm__rt.work_cv);
     pthread_mutex_unlock(&pm__rt.lock);
 }
@@ -480,13 +495,14 @@ static void fill_stats(pm__task_t *t)
     }
     s->subtasks_remote = atomic_load(&t->subtasks_remote);
     s->subtasks += s->subtasks_remote;
-    s->subtasks_cpu += s->subtasks_remote; /* remote GPU counts arrive with its counters */
+    s->subtasks_cpu += s->subtasks_remote - atomic_load(&t->subtasks_remote_gpu);
     s->steals += atomic_load(&t->remote_counts[PM__RC_STEALS]);
     s->steals_remote = atomic_load(&t->steals_remote) + atomic_load(&t->remote_counts[PM__RC_STEALS_REMOTE]);
     s->bytes_to_gpu += atomic_load(&t->remote_counts[PM__RC_TO_GPU]);
     s->bytes_from_gpu += atomic_load(&t->remote_counts[PM__RC_FROM_GPU]);
     s->gpu_cache_hits += atomic_load(&t->remote_counts[PM__RC_HITS]);
     s->multi_assigned = atomic_load(&t->remote_counts[PM__RC_COPIES]);
+    s->subtasks_gpu += atomic_load(&t->subtasks_remote_gpu);
     s->bytes_moved = atomic_load(&t->bytes_moved);
     s->bytes_sent = atomic_load(&t->bytes_sent);
 }

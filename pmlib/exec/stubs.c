@@ -54,12 +54,6 @@ static void prepare_loop(pm__task_t *t, uint64_t k)
 
 static void run_loop(pm__stub_t *s, pm__task_t *t, uint64_t k)
 {
-    int expected = 0;
-    if (atomic_load_explicit(&t->started, memory_order_relaxed) == 0) {
-        double now = pm__now();
-        if (atomic_compare_exchange_strong(&t->started, &expected, 1))
-            t->t_start = now;
-    }
     for (;;) {
         if (t->running != NULL) { /* other hosts may ask for a copy of it */
             atomic_store(&t->running_since[s->index], (uint64_t)(pm__now() * 1e9));
@@ -83,7 +77,7 @@ static void run_loop(pm__stub_t *s, pm__task_t *t, uint64_t k)
                 t->inprogress++;
                 pthread_mutex_unlock(&pm__rt.lock);
             }
-            pm__proto_after_chunk(t, k);
+            pm__proto_after_chunk(t, k, s->ops->kind);
         } else {
             pm__task_done(t, 1);
         }
