@@ -1,0 +1,829 @@
+/*
+ * pagerank: iterative PageRank (damping 0.85) of a web graph, one pmlib task
+ * per iteration, until --iters iterations or an L1 change below --tol.
+ *
+ * Formulation: pull, with disjoint writes. The graph is stored as in-edges in
+ * CSR form (the pages linking to v are src[off[v] .. off[v + 1])) plus
+ * inv_deg[u] = 1 / out-degree of u (0 for a dangling page, one with no
+ * out-links). Subtask k owns a block of destination pages and writes only
+ * their next ranks:
+ *     next[v] = (1 - d) / N + d * (D / N + sum over u -> v of rank[u] / deg(u))
+ * where D is the rank held by dangling pages, spread over every page. No
+ * rank contribution needs a reduce; only two numbers are summed
+ * (PM_REDUCE_SUM): the next rank of dangling pages (D of the next iteration)
+ * and the L1 change (the stopping test).
+ *
+ * The three graph memories are only read and never change, so their version
+ * stays the same and pmlib sends them to each host (and GPU) once, in the
+ * first iteration; later iterations move only the ranks. The ranks are
+ * double-buffered in two memories that swap roles after every iteration.
+ * Blocks are cut so that each holds about the same pages + edges; the cuts
+ * travel in the task's config blob, because a subscribe callback cannot read
+ * off[] to find which slice of src[] its pages use.
+ *
+ * The graph comes from a seedable generator (power-law out-degrees and
+ * in-degrees) or from an edge-list file ("src dst" per line).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "appcommon.h"
+#include "appdevice.h"
+#include "pmlib.h"
+#if PMLIB_HAVE_CUDA
+#include "pagerank.h"
+#endif
+
+#define DEFAULT_PAGES 1000000u
+#define VERIFY_PAGES 10000u
+#define MAX_PAGES 4294967295u /* page ids are uint32_t */
+#define DEFAULT_ITERS 100u
+#define DEFAULT_TOL 1e-10
+#define DAMPING 0.85
+/*
+ * Both versions add the same terms in the same order; only the two sums
+ * (merged in a different order) and the GPU's fused multiply-adds differ,
+ * by about 1e-16 of a rank. Ranks sum to 1, so 1e-12 is far above rounding
+ * and far below any real error.
+ */
+#define MAX_ABS_DIFF 1e-12
+/* Generator: out-degrees >= MIN_DEGREE with P(deg >= k) = (MIN_DEGREE/k)^2. */
+#define MIN_DEGREE 5.0
+#define MAX_DEGREE 100000u
+
+/* The graph, built by host 0 straight into pmlib memories. */
+struct graph {
+    uint64_t pages, edges;
+    pm_memory_t off_mem, src_mem, inv_mem;
+    uint64_t *off; /* pages + 1 entries */
+    uint32_t *src; /* edges entries */
+    double *inv;   /* 1 / out-degree, 0 for dangling pages */
+};
+
+/* The rank held by dangling pages. */
+static double dangling_mass(const double *inv, const double *rank,
+                            uint64_t pages)
+{
+    double sum = 0;
+
+    for (uint64_t v = 0; v < pages; v++)
+        if (inv[v] == 0)
+            sum += rank[v];
+    return sum;
+}
+
+/*
+ * The loop body, over pages [first, last): pull each page's rank from its
+ * in-edges. Adds to stats[0] the next rank of dangling pages and to
+ * stats[1] the L1 change.
+ */
+static void pull(const struct graph *g, const double *rank, double *next,
+                 uint64_t first, uint64_t last, double base, double stats[2])
+{
+    for (uint64_t v = first; v < last; v++) {
+        double sum = 0;
+
+        for (uint64_t e = g->off[v]; e < g->off[v + 1]; e++)
+            sum += rank[g->src[e]] * g->inv[g->src[e]];
+        next[v] = base + DAMPING * sum;
+        if (g->inv[v] == 0)
+            stats[0] += next[v];
+        stats[1] += fabs(next[v] - rank[v]);
+    }
+}
+
+/* The constant part of every next rank, given the dangling mass D. */
+static double base_rank(uint64_t pages, double dangling)
+{
+    return (1.0 - DAMPING) / (double)pages + DAMPING * dangling / (double)pages;
+}
+
+/*
+ * Serial reference. rank and next hold pages doubles; returns the
+ * iterations run and leaves the result in *result (one of the two).
+ */
+static uint64_t pagerank_serial(const struct graph *g, double *rank,
+                                double *next, uint64_t iters, double tol,
+                                double **result)
+{
+    double dangling, stats[2];
+    uint64_t it = 0;
+
+    for (uint64_t v = 0; v < g->pages; v++)
+        rank[v] = 1.0 / (double)g->pages;
+    dangling = dangling_mass(g->inv, rank, g->pages);
+    while (it < iters) {
+        double *t;
+
+        stats[0] = stats[1] = 0;
+        pull(g, rank, next, 0, g->pages, base_rank(g->pages, dangling), stats);
+        t = rank, rank = next, next = t;
+        dangling = stats[0];
+        it++;
+        if (stats[1] < tol)
+            break;
+    }
+    *result = rank;
+    return it;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The graph                                                                 */
+/* ------------------------------------------------------------------------ */
+
+/* Creates the page-indexed memories (zeroed). */
+static void graph_alloc_pages(struct graph *g, uint64_t pages)
+{
+    g->pages = pages;
+    APP_CHECK(pm_memory_create((pages + 1) * sizeof *g->off, &g->off_mem));
+    APP_CHECK(pm_memory_create(pages * sizeof *g->inv, &g->inv_mem));
+    g->off = pm_memory_data(g->off_mem);
+    g->inv = pm_memory_data(g->inv_mem);
+}
+
+/* Turns the in-degree counts in off[v + 1] into CSR offsets and creates
+ * src[]. */
+static void graph_alloc_edges(struct graph *g)
+{
+    for (uint64_t v = 0; v < g->pages; v++)
+        g->off[v + 1] += g->off[v];
+    g->edges = g->off[g->pages];
+    /* a memory has at least one byte, even for a graph without edges */
+    APP_CHECK(pm_memory_create(g->edges > 0 ? g->edges * sizeof *g->src : 1,
+                               &g->src_mem));
+    g->src = pm_memory_data(g->src_mem);
+}
+
+/* Where the next in-edge of each page goes while src[] is filled: a copy
+ * of off[0 .. pages), or NULL after printing why not. */
+static uint64_t *fill_cursor(const struct graph *g)
+{
+    uint64_t *cursor = malloc(g->pages * sizeof *cursor);
+
+    if (cursor == NULL)
+        fprintf(stderr, "pagerank: no memory to build the graph\n");
+    else
+        memcpy(cursor, g->off, g->pages * sizeof *cursor);
+    return cursor;
+}
+
+/* Says that host 0 wrote the graph through the host pointers. */
+static void graph_done(struct graph *g)
+{
+    APP_CHECK(pm_memory_touch(g->off_mem));
+    APP_CHECK(pm_memory_touch(g->src_mem));
+    APP_CHECK(pm_memory_touch(g->inv_mem));
+}
+
+/* splitmix64: small, seedable, and cheap to restart for every page. */
+static uint64_t next_random(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15u);
+
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9u;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBu;
+    return z ^ (z >> 31);
+}
+
+static double uniform(uint64_t *s) /* [0, 1) */
+{
+    return (double)(next_random(s) >> 11) * 0x1.0p-53;
+}
+
+/* Page u's own stream, so that two passes see the same links without
+ * storing them. */
+static uint64_t page_stream(uint64_t seed, uint64_t u)
+{
+    uint64_t s = seed ^ (u * 0xD6E8FEB86659FD93u);
+
+    next_random(&s);
+    return s;
+}
+
+/* One page in 16 is dangling; the others have a power-law out-degree. */
+static uint64_t out_degree(uint64_t *s, uint64_t pages)
+{
+    uint64_t cap = pages - 1 < MAX_DEGREE ? pages - 1 : MAX_DEGREE;
+    double deg;
+
+    if (next_random(s) % 16 == 0)
+        return 0;
+    deg = MIN_DEGREE / sqrt(1.0 - uniform(s));
+    return deg < (double)cap ? (uint64_t)deg : cap;
+}
+
+/* Low page ids are popular: P(target < x) = sqrt(x / pages), which gives
+ * power-law in-degrees. A self-link moves to the next page. */
+static uint32_t link_target(uint64_t *s, uint64_t pages, uint64_t u)
+{
+    double x = uniform(s);
+    uint64_t v = (uint64_t)(x * x * (double)pages);
+
+    return (uint32_t)(v == u ? (v + 1) % pages : v);
+}
+
+/* Generates the graph in two passes over the pages: count, then fill. */
+static void generate(struct graph *g, uint64_t pages, uint64_t seed)
+{
+    uint64_t *cursor;
+
+    graph_alloc_pages(g, pages);
+    for (uint64_t u = 0; u < pages; u++) {
+        uint64_t s = page_stream(seed, u), deg = out_degree(&s, pages);
+
+        g->inv[u] = deg > 0 ? 1.0 / (double)deg : 0;
+        for (uint64_t j = 0; j < deg; j++)
+            g->off[link_target(&s, pages, u) + 1]++;
+    }
+    graph_alloc_edges(g);
+    if ((cursor = fill_cursor(g)) == NULL)
+        exit(1);
+    for (uint64_t u = 0; u < pages; u++) {
+        uint64_t s = page_stream(seed, u), deg = out_degree(&s, pages);
+
+        for (uint64_t j = 0; j < deg; j++)
+            g->src[cursor[link_target(&s, pages, u)]++] = (uint32_t)u;
+    }
+    free(cursor);
+    graph_done(g);
+}
+
+/* An edge list read from a file, before it becomes CSR. */
+struct edge_list {
+    uint64_t n, cap, pages;
+    uint32_t *src, *dst;
+};
+
+static int push_edge(struct edge_list *el, uint64_t u, uint64_t v)
+{
+    if (el->n == el->cap) {
+        uint64_t cap = el->cap ? 2 * el->cap : 1 << 16;
+        uint32_t *s = realloc(el->src, cap * sizeof *s);
+        uint32_t *d = s ? realloc(el->dst, cap * sizeof *d) : NULL;
+
+        if (s != NULL)
+            el->src = s;
+        if (d == NULL)
+            return -1;
+        el->dst = d;
+        el->cap = cap;
+    }
+    el->src[el->n] = (uint32_t)u;
+    el->dst[el->n++] = (uint32_t)v;
+    if (u >= el->pages || v >= el->pages)
+        el->pages = (u > v ? u : v) + 1;
+    return 0;
+}
+
+/* Reads a page id; returns the character after it, or NULL. */
+static char *page_id(char *p, uint64_t *id)
+{
+    char *end;
+
+    while (*p == ' ' || *p == '\t')
+        p++;
+    if (*p < '0' || *p > '9') /* strtoull would take "-1" and "+1" */
+        return NULL;
+    errno = 0;
+    *id = strtoull(p, &end, 10);
+    return errno == 0 && *id < MAX_PAGES ? end : NULL;
+}
+
+/* Parses one line: 1 edge, 0 blank or comment, -1 malformed. */
+static int parse_line(char *line, uint64_t *u, uint64_t *v)
+{
+    char *p = line + strspn(line, " \t\r\n");
+
+    if (*p == '\0' || *p == '#' || *p == '%')
+        return 0;
+    p = page_id(p, u);
+    if (p == NULL || (*p != ' ' && *p != '\t') || (p = page_id(p, v)) == NULL)
+        return -1;
+    return p[strspn(p, " \t\r\n")] == '\0' ? 1 : -1;
+}
+
+/* Reads "src dst" lines; prints one line and returns -1 on any problem. */
+static int read_edges(const char *path, struct edge_list *el)
+{
+    FILE *f = fopen(path, "r");
+    char *line = NULL;
+    size_t cap = 0;
+    uint64_t lineno = 0, u, v;
+    int rc = 0, kind;
+
+    if (f == NULL) {
+        fprintf(stderr, "pagerank: cannot read '%s': %s\n", path, strerror(errno));
+        return -1;
+    }
+    while (getline(&line, &cap, f) >= 0) {
+        lineno++;
+        kind = parse_line(line, &u, &v);
+        if (kind < 0) {
+            fprintf(stderr, "pagerank: %s:%" PRIu64 ": expected 'src dst', "
+                    "two page numbers from 0 to %u\n", path, lineno,
+                    MAX_PAGES - 1);
+            rc = -1;
+            break;
+        }
+        if (kind > 0 && push_edge(el, u, v) != 0) {
+            fprintf(stderr, "pagerank: no memory for the edges of '%s'\n", path);
+            rc = -1;
+            break;
+        }
+    }
+    if (rc == 0 && ferror(f)) {
+        fprintf(stderr, "pagerank: cannot read '%s': %s\n", path, strerror(errno));
+        rc = -1;
+    } else if (rc == 0 && el->n == 0) {
+        fprintf(stderr, "pagerank: '%s' has no edges\n", path);
+        rc = -1;
+    }
+    free(line);
+    fclose(f);
+    return rc;
+}
+
+/* Builds the CSR graph from a file; 0, or -1 after printing why not. */
+static int load(struct graph *g, const char *path)
+{
+    struct edge_list el = {0};
+    uint64_t *cursor;
+
+    if (read_edges(path, &el) != 0)
+        goto fail;
+    graph_alloc_pages(g, el.pages);
+    for (uint64_t i = 0; i < el.n; i++) {
+        g->off[el.dst[i] + 1]++;
+        g->inv[el.src[i]] += 1; /* out-degree for now */
+    }
+    for (uint64_t u = 0; u < el.pages; u++)
+        g->inv[u] = g->inv[u] > 0 ? 1.0 / g->inv[u] : 0;
+    graph_alloc_edges(g);
+    if ((cursor = fill_cursor(g)) == NULL)
+        goto fail;
+    for (uint64_t i = 0; i < el.n; i++) /* in file order within each page */
+        g->src[cursor[el.dst[i]]++] = el.src[i];
+    free(cursor);
+    free(el.src);
+    free(el.dst);
+    graph_done(g);
+    return 0;
+fail:
+    free(el.src);
+    free(el.dst);
+    return -1;
+}
+
+static void graph_release(struct graph *g)
+{
+    APP_CHECK(pm_memory_release(g->off_mem));
+    APP_CHECK(pm_memory_release(g->src_mem));
+    APP_CHECK(pm_memory_release(g->inv_mem));
+}
+
+/* ------------------------------------------------------------------------ */
+/* pmlib version                                                             */
+/* ------------------------------------------------------------------------ */
+
+/* Task memories, in the order submit_iteration adds them. */
+enum { MEM_OFF, MEM_SRC, MEM_INV, MEM_RANK, MEM_NEXT, MEM_STATS };
+
+/*
+ * The config blob: a header and the cuts. Subtask k owns pages
+ * [cut[k], cut[k + 1]), whose in-edges are src[cut[S + 1 + k] ..
+ * cut[S + 2 + k]) with S = subtasks.
+ */
+struct pagerank_conf {
+    uint64_t pages, subtasks;
+    double dangling; /* D of the ranks this iteration reads */
+    uint64_t cut[];  /* 2 * (subtasks + 1) entries */
+};
+
+static void block_of(const struct pagerank_conf *cf, uint64_t k,
+                     uint64_t page[2], uint64_t edge[2])
+{
+    page[0] = cf->cut[k];
+    page[1] = cf->cut[k + 1];
+    edge[0] = cf->cut[cf->subtasks + 1 + k];
+    edge[1] = cf->cut[cf->subtasks + 2 + k];
+}
+
+static int pagerank_subscribe(pm_subscription_t *sub,
+                              const pm_subtask_info_t *info)
+{
+    const struct pagerank_conf *cf = info->conf;
+    size_t all = cf->pages * sizeof(double);
+    uint64_t page[2], edge[2];
+    int rc;
+
+    block_of(cf, info->id, page, edge);
+    rc = pm_subscribe(sub, MEM_OFF, PM_READ, page[0] * sizeof(uint64_t),
+                      (page[1] - page[0] + 1) * sizeof(uint64_t));
+    if (rc == 0)
+        rc = pm_subscribe(sub, MEM_SRC, PM_READ, edge[0] * sizeof(uint32_t),
+                          (edge[1] - edge[0]) * sizeof(uint32_t));
+    /* in-links may come from any page */
+    if (rc == 0)
+        rc = pm_subscribe(sub, MEM_INV, PM_READ, 0, all);
+    if (rc == 0)
+        rc = pm_subscribe(sub, MEM_RANK, PM_READ, 0, all);
+    if (rc == 0)
+        rc = pm_subscribe(sub, MEM_NEXT, PM_WRITE, page[0] * sizeof(double),
+                          (page[1] - page[0]) * sizeof(double));
+    if (rc == 0) /* every subtask adds to both sums: reduced */
+        rc = pm_subscribe(sub, MEM_STATS, PM_WRITE, 0, 2 * sizeof(double));
+    return rc;
+}
+
+static int pagerank_cpu(const pm_subtask_info_t *info)
+{
+    const struct pagerank_conf *cf = info->conf;
+    struct graph g = {.pages = cf->pages, .off = info->mem[MEM_OFF],
+                      .src = info->mem[MEM_SRC], .inv = info->mem[MEM_INV]};
+    uint64_t page[2], edge[2];
+
+    block_of(cf, info->id, page, edge);
+    /* stats is this subtask's private copy, starting at 0 */
+    pull(&g, info->mem[MEM_RANK], info->mem[MEM_NEXT], page[0], page[1],
+         base_rank(cf->pages, cf->dangling), info->mem[MEM_STATS]);
+    return 0;
+}
+
+#if PMLIB_HAVE_CUDA
+static int pagerank_cuda(const pm_subtask_info_t *info, void *stream)
+{
+    const struct pagerank_conf *cf = info->conf;
+    uint64_t page[2], edge[2];
+
+    block_of(cf, info->id, page, edge);
+    return pagerank_gpu_pull(info->mem[MEM_OFF], info->mem[MEM_SRC],
+                             info->mem[MEM_INV], info->mem[MEM_RANK],
+                             info->mem[MEM_NEXT], info->mem[MEM_STATS],
+                             page[0], page[1],
+                             base_rank(cf->pages, cf->dangling), DAMPING,
+                             stream);
+}
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Command line                                                              */
+/* ------------------------------------------------------------------------ */
+
+struct options {
+    uint64_t pages, seed, iters, subtasks; /* subtasks 0: about four per stub */
+    double tol;
+    const char *graph; /* edge-list file, or NULL to generate */
+    int devices, compress, serial, verify;
+};
+
+static void usage(void)
+{
+    printf(
+"usage: pagerank [--pages N] [--seed S] [--graph FILE] [--iters N] [--tol T]\n"
+"                [--subtasks N] [--device cpu|gpu|all] [--compress]\n"
+"                [--no-serial] [--verify] [--help]\n"
+"\n"
+"PageRank with damping %.2f: one pmlib task per iteration, each subtask\n"
+"pulling the ranks of a block of pages from their in-links (CSR); dangling\n"
+"pages spread their rank over every page. Stops after N iterations or when\n"
+"the L1 change of the ranks falls below T.\n"
+"\n"
+"  --pages N      pages of the generated graph (default %u; with --verify\n"
+"                 and no size, %u); out-degrees follow a power law (mean\n"
+"                 about 9, one page in 16 dangling), and so do in-degrees\n"
+"  --seed S       generator seed (default 1)\n"
+"  --graph FILE   read the graph instead: one 'src dst' link per line, page\n"
+"                 numbers from 0; blank lines and lines starting with # or %%\n"
+"                 are skipped\n"
+"  --iters N      at most N iterations (default %u)\n"
+"  --tol T        stop when the L1 change is below T (default %g)\n"
+"  --subtasks N   subtasks per iteration (default: about four per stub)\n"
+"  --device D     cpu, gpu or all (default cpu)\n"
+"  --compress     zlib-compress transfers between hosts when it pays\n"
+"                 (PM_TASK_COMPRESS_AUTO)\n"
+"  --no-serial    skip the serial run, so no speedup is printed\n"
+"  --verify       compare with the serial ranks; exit 1 when any differs\n"
+"                 by more than %g\n"
+"\n"
+"Environment: PMLIB_NCPU (CPU stubs per host). Under mpirun every host\n"
+"takes part; host 0 owns the graph and prints the results.\n",
+           DAMPING, DEFAULT_PAGES, VERIFY_PAGES, DEFAULT_ITERS, DEFAULT_TOL,
+           MAX_ABS_DIFF);
+}
+
+static double tol_arg(const char *text)
+{
+    char *end;
+    double t;
+
+    if (text == NULL)
+        app_usage_error("pagerank", "--tol needs a value");
+    errno = 0;
+    t = strtod(text, &end);
+    if (end == text || *end != '\0' || errno != 0 || !(t >= 0) || isinf(t))
+        app_usage_error("pagerank", "--tol '%s': not a number >= 0", text);
+    return t;
+}
+
+/* Options with a value; returns 0 when `a` is none of them. */
+static int parse_value(const char *a, const char *val, struct options *o,
+                       int *sized)
+{
+    if (strcmp(a, "--pages") == 0) {
+        o->pages = app_size_arg("pagerank", a, val);
+        *sized = 1;
+    } else if (strcmp(a, "--seed") == 0) {
+        o->seed = app_size_arg("pagerank", a, val);
+    } else if (strcmp(a, "--iters") == 0) {
+        o->iters = app_size_arg("pagerank", a, val);
+    } else if (strcmp(a, "--subtasks") == 0) {
+        o->subtasks = app_size_arg("pagerank", a, val);
+    } else if (strcmp(a, "--tol") == 0) {
+        o->tol = tol_arg(val);
+    } else if (strcmp(a, "--device") == 0) {
+        o->devices = app_device_arg("pagerank", a, val);
+    } else if (strcmp(a, "--graph") == 0) {
+        if (val == NULL)
+            app_usage_error("pagerank", "--graph needs a file name");
+        o->graph = val;
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
+static void check_options(struct options *o, int sized)
+{
+    if (!sized && o->verify)
+        o->pages = VERIFY_PAGES;
+    if (o->graph != NULL && sized)
+        app_usage_error("pagerank", "--pages and --graph exclude each other");
+    if (o->pages == 0 || o->pages > MAX_PAGES)
+        app_usage_error("pagerank", "--pages must be from 1 to %u", MAX_PAGES);
+    if (o->iters == 0)
+        app_usage_error("pagerank", "--iters must be at least 1");
+    if (o->verify && !o->serial)
+        app_usage_error("pagerank", "--verify needs the serial run; "
+                        "drop --no-serial");
+    if ((o->devices & PM_DEVICE_GPU) && !PMLIB_HAVE_CUDA)
+        app_usage_error("pagerank", "this build has no CUDA support; "
+                        "use --device cpu");
+}
+
+/* Parsed before pm_init, so that --help and typos start no runtime. */
+static void parse_options(int argc, char **argv, struct options *o)
+{
+    int sized = 0;
+
+    *o = (struct options){DEFAULT_PAGES, 1, DEFAULT_ITERS, 0, DEFAULT_TOL,
+                          NULL, PM_DEVICE_CPU, 0, 1, 0};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            usage();
+            exit(0);
+        } else if (parse_value(a, val, o, &sized)) {
+            i++;
+        } else if (strcmp(a, "--compress") == 0) {
+            o->compress = 1;
+        } else if (strcmp(a, "--no-serial") == 0) {
+            o->serial = 0;
+        } else if (strcmp(a, "--verify") == 0) {
+            o->verify = 1;
+        } else {
+            app_usage_error("pagerank", "unknown option '%s'", a);
+        }
+    }
+    check_options(o, sized);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Host 0: run both versions and compare                                     */
+/* ------------------------------------------------------------------------ */
+
+/* Cuts the pages into blocks of about equal pages + in-edges. */
+static void cut_blocks(const struct graph *g, struct pagerank_conf *cf)
+{
+    uint64_t s = cf->subtasks, total = g->pages + g->edges;
+
+    for (uint64_t k = 0; k <= s; k++) {
+        uint64_t target = total / s * k + total % s * k / s, lo = 0,
+                 hi = g->pages;
+
+        while (lo < hi) { /* the first page v with v + off[v] >= target */
+            uint64_t mid = lo + (hi - lo) / 2;
+
+            if (mid + g->off[mid] >= target)
+                hi = mid;
+            else
+                lo = mid + 1;
+        }
+        cf->cut[k] = lo;
+        cf->cut[s + 1 + k] = g->off[lo];
+    }
+}
+
+static struct pagerank_conf *make_conf(const struct options *o,
+                                       const struct graph *g, size_t *bytes)
+{
+    uint64_t s = o->subtasks;
+    struct pagerank_conf *cf;
+
+    if (s == 0)
+        s = (g->pages + app_default_per_subtask(g->pages, 1) - 1) /
+            app_default_per_subtask(g->pages, 1);
+    s = s < g->pages ? s : g->pages;
+    *bytes = sizeof *cf + 2 * (s + 1) * sizeof cf->cut[0];
+    if ((cf = malloc(*bytes)) == NULL) {
+        fprintf(stderr, "pagerank: no memory for %" PRIu64 " subtasks\n", s);
+        exit(1);
+    }
+    *cf = (struct pagerank_conf){g->pages, s, 0};
+    cut_blocks(g, cf);
+    return cf;
+}
+
+/* Submits one iteration: reads rank, writes next and the two sums. */
+static pm_task_t submit_iteration(const struct options *o, const struct graph *g,
+                                  const struct pagerank_conf *cf, size_t bytes,
+                                  pm_memory_t rank, pm_memory_t next,
+                                  pm_memory_t stats)
+{
+    pm_task_desc_t desc;
+    pm_task_t task;
+
+    APP_CHECK(pm_task_desc_init(&desc));
+    desc.callbacks = "pagerank";
+    desc.subtasks = cf->subtasks;
+    desc.conf = cf;
+    desc.conf_bytes = bytes;
+    desc.devices = o->devices;
+    desc.flags = o->compress ? PM_TASK_COMPRESS_AUTO : 0;
+    APP_CHECK(pm_task_desc_add(&desc, g->off_mem, PM_READ));  /* MEM_OFF */
+    APP_CHECK(pm_task_desc_add(&desc, g->src_mem, PM_READ));  /* MEM_SRC */
+    APP_CHECK(pm_task_desc_add(&desc, g->inv_mem, PM_READ));  /* MEM_INV */
+    APP_CHECK(pm_task_desc_add(&desc, rank, PM_READ));        /* MEM_RANK */
+    APP_CHECK(pm_task_desc_add(&desc, next, PM_WRITE));       /* MEM_NEXT */
+    APP_CHECK(pm_task_desc_add(&desc, stats, PM_WRITE));      /* MEM_STATS */
+    APP_CHECK(pm_task_desc_reduce(&desc, MEM_STATS, PM_REDUCE_SUM, PM_DOUBLE));
+    APP_CHECK(pm_task_submit(&desc, &task));
+    return task;
+}
+
+static void print_rate(const char *who, double seconds, uint64_t iters,
+                       uint64_t edges)
+{
+    printf("%s %.3f s, %" PRIu64 " iterations: %.2f ms and %.1f Medges/s "
+           "per iteration\n", who, seconds, iters, 1e3 * seconds / (double)iters,
+           (double)edges * (double)iters / seconds / 1e6);
+}
+
+/* Iterates; copies the final ranks into out (pages doubles) when not NULL. */
+static double run_pmlib(const struct options *o, const struct graph *g,
+                        double *out)
+{
+    size_t bytes;
+    struct pagerank_conf *cf = make_conf(o, g, &bytes);
+    pm_memory_t rank[2], stats;
+    pm_task_stats_t total = {0};
+    double seconds = 0, *sums;
+    uint64_t it = 0;
+
+    APP_CHECK(pm_memory_create(g->pages * sizeof(double), &rank[0]));
+    APP_CHECK(pm_memory_create(g->pages * sizeof(double), &rank[1]));
+    APP_CHECK(pm_memory_create(2 * sizeof(double), &stats));
+    for (uint64_t v = 0; v < g->pages; v++)
+        ((double *)pm_memory_data(rank[0]))[v] = 1.0 / (double)g->pages;
+    APP_CHECK(pm_memory_touch(rank[0]));
+    cf->dangling = dangling_mass(g->inv, pm_memory_data(rank[0]), g->pages);
+    sums = pm_memory_data(stats);
+    while (it < o->iters) {
+        double t0 = app_now();
+        pm_task_t task = submit_iteration(o, g, cf, bytes, rank[it % 2],
+                                          rank[(it + 1) % 2], stats);
+
+        APP_CHECK(pm_task_wait(task));
+        seconds += app_now() - t0;
+        app_add_stats(&total, task);
+        APP_CHECK(pm_task_release(task));
+        cf->dangling = sums[0];
+        it++;
+        if (sums[1] < o->tol)
+            break;
+    }
+    print_rate("pmlib: ", seconds, it, g->edges);
+    app_print_stats(&total);
+    if (pm_host_count() > 1)
+        printf("        between hosts: %.1f MB moved, %.1f MB sent\n",
+               (double)total.bytes_moved / 1e6, (double)total.bytes_sent / 1e6);
+    if (out != NULL)
+        memcpy(out, pm_memory_data(rank[it % 2]), g->pages * sizeof *out);
+    APP_CHECK(pm_memory_release(stats));
+    APP_CHECK(pm_memory_release(rank[1]));
+    APP_CHECK(pm_memory_release(rank[0]));
+    free(cf);
+    return seconds;
+}
+
+/* Runs the serial reference into ref (pages doubles); returns its seconds. */
+static double run_serial(const struct graph *g, const struct options *o,
+                         double *ref)
+{
+    double *other = malloc(g->pages * sizeof *other), *result, t0;
+    uint64_t iters;
+
+    if (other == NULL) {
+        fprintf(stderr, "pagerank: no memory for the serial run; try "
+                "--no-serial\n");
+        exit(1);
+    }
+    t0 = app_now();
+    iters = pagerank_serial(g, ref, other, o->iters, o->tol, &result);
+    t0 = app_now() - t0;
+    if (result != ref)
+        memcpy(ref, result, g->pages * sizeof *ref);
+    free(other);
+    print_rate("serial:", t0, iters, g->edges);
+    return t0;
+}
+
+/* The largest difference of the ranks, with the verdict. */
+static const char *compare(const double *x, const double *ref, uint64_t pages)
+{
+    double worst = 0, sum = 0;
+
+    for (uint64_t v = 0; v < pages; v++) {
+        double d = fabs(x[v] - ref[v]);
+
+        worst = d > worst ? d : worst;
+        sum += x[v];
+    }
+    printf("verify: max |pmlib - serial| = %.3g (bound %g), ranks sum to "
+           "%.12f\n", worst, MAX_ABS_DIFF, sum);
+    return worst <= MAX_ABS_DIFF ? "OK" : "MISMATCH";
+}
+
+static int run(const struct options *o)
+{
+    struct graph g = {0};
+    double t0 = app_now(), serial_s = -1, pmlib_s;
+    double *ref = NULL, *x = NULL;
+    const char *verdict = "skipped";
+
+    app_require_devices("pagerank", o->devices, PMLIB_HAVE_CUDA);
+    if (o->graph != NULL && load(&g, o->graph) != 0)
+        return 2;
+    if (o->graph == NULL)
+        generate(&g, o->pages, o->seed);
+    printf("pagerank: %" PRIu64 " pages, %" PRIu64 " links (%s, %.2f s) "
+           "device=%s hosts=%d\n", g.pages, g.edges,
+           o->graph ? o->graph : "generated", app_now() - t0,
+           app_device_name(o->devices), pm_host_count());
+    if (o->serial) {
+        ref = malloc(g.pages * sizeof *ref);
+        x = o->verify ? malloc(g.pages * sizeof *x) : NULL;
+        if (ref == NULL || (o->verify && x == NULL)) {
+            fprintf(stderr, "pagerank: no memory for the serial run; try "
+                    "--no-serial\n");
+            exit(1);
+        }
+        serial_s = run_serial(&g, o, ref);
+    }
+    pmlib_s = run_pmlib(o, &g, x);
+    if (o->verify)
+        verdict = compare(x, ref, g.pages);
+    app_print_result("pagerank", g.pages, serial_s, pmlib_s, verdict);
+    graph_release(&g);
+    free(ref);
+    free(x);
+    return strcmp(verdict, "MISMATCH") == 0;
+}
+
+int main(int argc, char **argv)
+{
+    struct options opt;
+    pm_callbacks_t cb;
+    int status = 0;
+
+    parse_options(argc, argv, &opt);
+    APP_CHECK(pm_init(&argc, &argv));
+
+    /* Every host registers the callbacks; only host 0 owns data and submits. */
+    APP_CHECK(pm_callbacks_init(&cb));
+    cb.subscribe = pagerank_subscribe;
+    cb.cpu = pagerank_cpu;
+#if PMLIB_HAVE_CUDA
+    cb.cuda = pagerank_cuda;
+#endif
+    APP_CHECK(pm_callbacks_register("pagerank", &cb));
+    if (pm_host_id() == 0)
+        status = run(&opt);
+
+    APP_CHECK(pm_finalize());
+    return status;
+}

@@ -1,0 +1,38 @@
+#!/bin/sh
+# pagerank --verify on the CPU: generated graphs on one host with two stubs
+# and on two MPI hosts (with and without compression), an edge-list file, and
+# clear errors (exit 2) for missing and malformed files.
+set -e
+OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 PMLIB_NCPU=2
+export OMPI_ALLOW_RUN_AS_ROOT OMPI_ALLOW_RUN_AS_ROOT_CONFIRM PMLIB_NCPU
+app=${top_builddir:-.}/apps/pagerank/pagerank
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+
+"$app" --verify --device cpu
+"$app" --pages 3000 --seed 7 --subtasks 13 --tol 1e-6 --device cpu --verify
+${MPIEXEC:-mpiexec} --oversubscribe -n 2 "$app" --verify --device cpu
+${MPIEXEC:-mpiexec} --oversubscribe -n 2 "$app" --pages 20000 --iters 20 \
+  --compress --device cpu --verify
+
+# A small graph with a dangling page (3), a page nobody links to (4) and
+# a comment; the ranks must still sum to 1 and match the serial ones.
+printf '# tiny web\n0 1\n0 2\n1 2\n2 0\n4 3\n\n2 3\n' >"$dir/tiny.txt"
+"$app" --graph "$dir/tiny.txt" --device cpu --verify | tee "$dir/out"
+grep -q 'ranks sum to 1.0000000000' "$dir/out"
+
+expect_exit2() {
+  if "$app" "$@" --device cpu 2>"$dir/err"; then
+    echo "FAIL: pagerank $* succeeded"; exit 1
+  else
+    rc=$?
+  fi
+  cat "$dir/err"
+  [ "$rc" -eq 2 ] || { echo "FAIL: pagerank $* exited $rc, not 2"; exit 1; }
+}
+expect_exit2 --graph "$dir/missing.txt"
+printf '0 1\n1 x\n' >"$dir/bad.txt"
+expect_exit2 --graph "$dir/bad.txt"
+grep -q 'bad.txt:2:' "$dir/err"
+expect_exit2 --tol -1
+echo "PASS"
