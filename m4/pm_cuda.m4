@@ -1,8 +1,7 @@
 # PM_CHECK_CUDA: --with-cuda[=DIR|yes|no], default auto. Finds nvcc and the
 # runtime headers; fails only when CUDA was asked for explicitly. Sets NVCC,
 # NVCCFLAGS, CUDA_CPPFLAGS, CUDA_LDFLAGS, CUDA_LIBS, PMLIB_HAVE_CUDA and the
-# HAVE_CUDA conditional. The runtime is linked statically, so the library
-# loads on machines without a GPU driver.
+# HAVE_CUDA conditional.
 AC_DEFUN([PM_CHECK_CUDA], [
   AC_ARG_WITH([cuda],
     [AS_HELP_STRING([--with-cuda@<:@=DIR@:>@],
@@ -31,8 +30,11 @@ AC_DEFUN([PM_CHECK_CUDA], [
     CUDA_CPPFLAGS="-I$CUDA_HOME/include"
     pm_cuda_libdir="$CUDA_HOME/lib64"
     AS_IF([test ! -d "$pm_cuda_libdir"], [pm_cuda_libdir="$CUDA_HOME/lib"])
-    CUDA_LDFLAGS="-L$pm_cuda_libdir"
-    CUDA_LIBS="-lcudart_static -ldl -lrt -lstdc++"
+    # The shared runtime, so that the library and the apps' kernels share one
+    # CUDA runtime (streams and device pointers pass between them); it loads
+    # without a GPU driver, which it opens only when asked for devices.
+    CUDA_LDFLAGS="-L$pm_cuda_libdir -Wl,-rpath,$pm_cuda_libdir"
+    CUDA_LIBS="-lcudart -lstdc++"
     # The apps' GPU callbacks use these; only the apps link them.
     CUBLAS_LIBS="-lcublas"
     CUFFT_LIBS="-lcufft"
