@@ -116,6 +116,25 @@ typedef enum pm_device_kind {
 /** Counts this host's stubs of the given kinds (a mask of pm_device_kind). */
 PM_EXPORT int pm_device_count(int kinds, int *count);
 
+/** Set when this header declares pm_device_info(). */
+#define PM_HAVE_DEVICE_TABLE 1
+
+/** One device (a CPU core or a GPU) of one host, as that host reported it. */
+typedef struct pm_device_info {
+    pm_device_kind_t kind; /**< PM_DEVICE_CPU or PM_DEVICE_GPU */
+    char name[96];         /**< GPU name; "cpu core" for cores */
+    int major, minor;      /**< GPU compute capability; 0 for CPUs */
+    size_t mem_bytes;      /**< GPU memory; 0 for CPUs */
+    int host;              /**< host that has it */
+} pm_device_info_t;
+
+/**
+ * Describes device `index` of host `host`: its stubs in order, CPU cores
+ * first, then GPUs. Returns PM_ERANGE once index passes the last one (quietly:
+ * that is how to count them), PM_EINVAL for a bad host.
+ */
+PM_EXPORT int pm_device_info(int host, int index, pm_device_info_t *out);
+
 /* ------------------------------------------------------------------------ */
 /* Memories                                                                  */
 /* ------------------------------------------------------------------------ */
@@ -213,7 +232,8 @@ typedef int (*pm_subscribe_fn)(pm_subscription_t *sub,
 typedef int (*pm_cpu_fn)(const pm_subtask_info_t *info);
 /**
  * Runs one subtask on a GPU: info->mem[] are device pointers and `stream`
- * is the cudaStream_t to launch on; pmlib synchronizes it afterwards.
+ * is the cudaStream_t to launch on; pmlib synchronizes it afterwards. Return
+ * nonzero when a launch fails (check cudaGetLastError after launching).
  */
 typedef int (*pm_cuda_fn)(const pm_subtask_info_t *info, void *stream);
 

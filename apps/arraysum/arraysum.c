@@ -116,8 +116,23 @@ static int arraysum_cpu(const pm_subtask_info_t *info)
     return 0;
 }
 
-/* The CUDA version of arraysum_cpu; set it here once it is written. */
+#if PMLIB_HAVE_CUDA
+#include "arraysum.h"
+
+/* The same slice on a GPU: the kernel (kernels/arraysum.cu) is the loop body. */
+static int arraysum_gpu(const pm_subtask_info_t *info, void *stream)
+{
+    const struct arraysum_conf *cf = info->conf;
+    uint64_t begin, end;
+
+    slice(cf, info->id, &begin, &end);
+    return arraysum_cuda_launch(info->mem[MEM_ARRAY], info->mem[MEM_SUM], begin, end,
+                                cf->repeat, cf->c, stream);
+}
+static const pm_cuda_fn arraysum_cuda = arraysum_gpu;
+#else
 static const pm_cuda_fn arraysum_cuda = NULL;
+#endif
 
 /* ------------------------------------------------------------------------ */
 /* Command line                                                              */
@@ -147,7 +162,7 @@ static void usage(void)
 "  --subtasks N     subtasks (default: one per %u elements)\n"
 "  --sched P        pull (dynamic) or static (equal shares); default: the\n"
 "                   PMLIB_SCHED environment variable, else pull\n"
-"  --device D       cpu, gpu or all (default cpu)\n"
+"  --device D       cpu, gpu or all (default all: every CPU core and GPU)\n"
 "  --no-serial      skip the serial run, so no speedup is printed\n"
 "  --verify         compare the pmlib array and sum with the serial ones;\n"
 "                   exit 1 if they differ\n"
@@ -181,7 +196,7 @@ static void parse_choice(const char *opt, const char *val, struct options *o)
 static void parse_options(int argc, char **argv, struct options *o)
 {
     *o = (struct options){DEFAULT_N, DEFAULT_REPEAT, 0, PM_SCHED_DEFAULT,
-                          PM_DEVICE_CPU, 1, 0};
+                          PM_DEVICE_ANY, 1, 0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
 
@@ -216,8 +231,8 @@ static void parse_options(int argc, char **argv, struct options *o)
     if (o->verify && !o->serial)
         app_usage_error("arraysum", "--verify needs the serial run; "
                         "drop --no-serial");
-    if ((o->devices & PM_DEVICE_GPU) && arraysum_cuda == NULL)
-        app_usage_error("arraysum", "GPU support is not built yet; "
+    if (o->devices == PM_DEVICE_GPU && arraysum_cuda == NULL)
+        app_usage_error("arraysum", "this build has no CUDA support; "
                         "use --device cpu");
 }
 

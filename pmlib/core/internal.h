@@ -341,6 +341,7 @@ typedef struct pm__runtime {
     int initialized;
     int host, nhosts;
     int nstubs, ncpu;
+    int ncpu_set; /* PMLIB_NCPU was given */
     pm__stub_t *stubs;
     pm_sched_t default_sched;
 

@@ -93,6 +93,7 @@ int pm_init(int *argc, char ***argv)
     if (rc != 0)
         return rc;
     pm__rt.ncpu = env_count("PMLIB_NCPU", online_cpus(), 4096);
+    pm__rt.ncpu_set = getenv("PMLIB_NCPU") != NULL;
     warn_if_bound();
     pm__rt.default_sched = env_sched();
     pthread_mutex_init(&pm__rt.lock, NULL);
@@ -110,8 +111,9 @@ int pm_init(int *argc, char ***argv)
     }
     pm__rt.initialized = 1;
     pm__progress_start();
-    pm__info("pmlib %s: host %d of %d, %d cpu stubs, %s scheduling", pm_version(),
-             pm__rt.host, pm__rt.nhosts, pm__rt.nstubs, pm__sched_name(pm__rt.default_sched));
+    pm__info("pmlib %s: host %d of %d, %d cpu and %d gpu stubs, %s scheduling", pm_version(),
+             pm__rt.host, pm__rt.nhosts, pm__rt.ncpu, pm__rt.nstubs - pm__rt.ncpu,
+             pm__sched_name(pm__rt.default_sched));
     return 0;
 }
 
@@ -147,6 +149,31 @@ int pm_host_id(void)
 int pm_host_count(void)
 {
     return pm__rt.initialized ? pm__rt.nhosts : 0;
+}
+
+int pm_device_info(int host, int index, pm_device_info_t *out)
+{
+    PM__CHECK_INIT("pm_device_info");
+    if (out == NULL || host < 0 || host >= pm__rt.nhosts)
+        return PM__FAIL(PM_EINVAL, "pm_device_info: host %d is not 0..%d, or out is NULL", host,
+                        pm__rt.nhosts - 1);
+    const pm__host_info_t *h = &pm__hosts[host];
+    if (index < 0 || index >= h->ncpu + h->ngpu)
+        return PM_ERANGE; /* the end of the list, not a mistake: no message */
+    memset(out, 0, sizeof *out);
+    out->host = host;
+    if (index < h->ncpu) {
+        out->kind = PM_DEVICE_CPU;
+        snprintf(out->name, sizeof out->name, "cpu core");
+        return 0;
+    }
+    const pm__gpu_desc_t *g = &h->gpu[index - h->ncpu];
+    out->kind = PM_DEVICE_GPU;
+    snprintf(out->name, sizeof out->name, "%s", g->name);
+    out->major = g->major;
+    out->minor = g->minor;
+    out->mem_bytes = g->mem_bytes;
+    return 0;
 }
 
 int pm_device_count(int kinds, int *count)

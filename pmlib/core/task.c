@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "exec/cuda.h"
 #include "reduce/ops.h"
 
 /* Chunks per task when the descriptor leaves the grain to pmlib: enough for
@@ -134,6 +135,10 @@ int pm__gpu_eligible(const pm__task_t *t, int major, int minor)
 int pm__task_runnable_on(const pm__task_t *t, const pm__stub_t *s)
 {
     const pm_callbacks_t *cb = &t->cbs.cb;
+#if PMLIB_HAVE_CUDA
+    if (s->ops->kind == PM_DEVICE_GPU && !pm__cuda_stub_usable(s))
+        return 0;
+#endif
     if (s->ops->kind == PM_DEVICE_GPU)
         return pm__gpu_eligible(t, s->major, s->minor);
     if (cb->cpu == NULL || !(t->desc.devices & PM_DEVICE_CPU))
@@ -164,9 +169,15 @@ static int check_devices(const pm__task_t *t)
         if (host_weight(t, h) > 0)
             return 0;
     const pm_callbacks_t *cb = &t->cbs.cb;
-    if (cb->cpu == NULL)
+    int gpus = 0;
+    for (int h = 0; h < pm__rt.nhosts; h++)
+        gpus += pm__hosts[h].ngpu;
+    if (cb->cpu == NULL && gpus == 0)
         return PM__FAIL(PM_ENODEVICE, "callbacks '%s' have no cpu callback and no host has GPU stubs; "
                         "add a cpu callback or run on hosts with GPUs", t->cbs.name);
+    if (t->desc.devices == PM_DEVICE_GPU && gpus == 0)
+        return PM__FAIL(PM_ENODEVICE, "the task may run only on GPUs (desc->devices) and no host has one; "
+                        "allow PM_DEVICE_CPU or run on hosts with GPUs (pmlib-info lists them)");
     return PM__FAIL(PM_ENODEVICE, "no stub may run callbacks '%s' (device mask %d, device filter); "
                     "widen desc->devices or the filter", t->cbs.name, t->desc.devices);
 }

@@ -17,6 +17,7 @@
  */
 #include "exec/cuda.h"
 
+#include <assert.h>
 #include <cuda_runtime.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -234,6 +235,15 @@ static const char *open_failure(int rc)
         return "out of device memory for its buffers even after evicting the gpu cache "
                "(it should go back to a cpu stub; not wired yet)";
     return "setting up its device buffers failed";
+}
+
+static const char *close_failure(int rc)
+{
+    if (rc == PM_ECALLBACK)
+        return "the reduce callback failed";
+    if (rc == PM_ENOMEM)
+        return "out of memory merging its reduce output";
+    return "copying its outputs from the gpu failed";
 }
 
 /* After a failed sync: a sticky error (a kernel fault) loses the context
@@ -871,7 +881,8 @@ static chunk_state_t *chunk_begin(run_t *r, slot_t *sl, uint64_t chunk)
     cuda_priv_t *p = r->p;
     chunk_state_t *cs = &p->cstate[p->next_cstate];
     p->next_cstate = (p->next_cstate + 1) % CHUNK_STATES;
-    cs->busy = true; /* CHUNK_STATES covers every chunk that can be in flight */
+    assert(!cs->busy); /* CHUNK_STATES covers every chunk that can be in flight */
+    cs->busy = true;
     cs->setup_rc = 0;
     cs->chunk = chunk;
     chunk_span(r->t, chunk, &cs->first, &cs->last);
@@ -914,8 +925,7 @@ static void chunk_end(run_t *r, slot_t *sl, chunk_state_t *cs)
     if (cs->acc != NULL) {
         rc = pm__reduce_tree_push(r->t, 0, cs->chunk, cs->acc);
         if (rc != 0)
-            fail(r, cs->first, rc, "%s", rc == PM_ECALLBACK ? "the reduce callback failed"
-                                                            : "out of memory merging its reduce output");
+            fail(r, cs->first, rc, "%s", close_failure(rc));
     }
     for (int m = 0; m < PM_MAX_TASK_MEMORIES; m++) {
         pool_put(r->p, &cs->dacc[m]);
@@ -927,7 +937,10 @@ static void chunk_end(run_t *r, slot_t *sl, chunk_state_t *cs)
 
 /* ---- the pipeline ----------------------------------------------------------- */
 
-/* Runs the cuda callback; a failed launch counts as its failure. */
+/* Runs the cuda callback; a failed launch counts as its failure. Launch
+ * errors are per CUDA runtime, and a program linked with its own static
+ * runtime has one apart from pmlib's: its callbacks must report failed
+ * launches by returning nonzero, the check here only sees pmlib's. */
 static int call_cuda(run_t *r, slot_t *sl, chunk_state_t *cs, const pm_subtask_info_t *info)
 {
     int rc = 0;
@@ -985,15 +998,6 @@ static void issue(run_t *r, slot_t *sl, chunk_state_t *cs, uint64_t id)
     sl->failed = false;
 }
 
-static const char *close_failure(int rc)
-{
-    if (rc == PM_ECALLBACK)
-        return "the reduce callback failed";
-    if (rc == PM_ENOMEM)
-        return "out of memory merging its reduce output";
-    return "copying its outputs from the gpu failed";
-}
-
 /* Brings a subtask's outputs home: the written parts of plain memories and
  * custom-reduced outputs (built-in ones stay in the chunk's accumulator). */
 static int close_all(run_t *r, slot_t *sl, subs_view_t v)
@@ -1017,10 +1021,14 @@ static void retire(run_t *r, slot_t *sl)
     chunk_state_t *cs = sl->cs;
     last_cuda_error = cudaSuccess;
     if (PM__CUDA(QUIET, cudaStreamSynchronize(sl->stream)) != 0) {
-        if (!sl->failed)
-            fail(r, sl->id, PM_ECALLBACK, "the work of its cuda callback failed");
-        sl->failed = true;
         check_device(r);
+        /* A lost context fails every stream, so the fault may be another's. */
+        if (!sl->failed)
+            fail(r, sl->id, PM_ECALLBACK, "%s",
+                 r->p->broken ? "the gpu failed while its cuda callback's work (or that of "
+                                "another subtask in flight there) ran"
+                              : "the work of its cuda callback failed");
+        sl->failed = true;
     }
     if (!sl->failed) {
         int rc = close_all(r, sl, subs_of(r->t, cs->chunk, sl->id));
@@ -1160,6 +1168,26 @@ static void cuda_fini(pm__stub_t *s)
     s->priv = NULL;
 }
 
+/* PMLIB_CUDA_MEMORY_MB: device memory a stub keeps for its buffers and read
+ * cache before it evicts idle ones. The default, three quarters of the GPU,
+ * leaves the rest to the callbacks' own allocations. */
+static size_t memory_cap(size_t total)
+{
+    size_t def = total / 4 * 3;
+    const char *v = getenv("PMLIB_CUDA_MEMORY_MB");
+    if (v == NULL || *v == '\0')
+        return def;
+    char *end;
+    errno = 0;
+    unsigned long long mb = strtoull(v, &end, 10);
+    if (errno != 0 || *end != '\0' || mb == 0 || mb > (total >> 20)) {
+        pm__warn("PMLIB_CUDA_MEMORY_MB=%s is not a size from 1 to %zu (MiB of this GPU); "
+                 "using %zu", v, total >> 20, def >> 20);
+        return def;
+    }
+    return (size_t)mb << 20;
+}
+
 static int cuda_init(pm__stub_t *s)
 {
     cuda_priv_t *p = calloc(1, sizeof *p);
@@ -1170,8 +1198,7 @@ static int cuda_init(pm__stub_t *s)
     int rc = PM__CUDA(PM__LOG_ERROR, cudaSetDevice(s->device_index));
     if (rc == 0)
         rc = gpu_query(s->device_index, &p->gpu);
-    /* Leave a quarter of the GPU to the callbacks' own allocations. */
-    p->cap = p->gpu.mem_bytes / 4 * 3;
+    p->cap = memory_cap(p->gpu.mem_bytes);
     for (int i = 0; i < SLOTS && rc == 0; i++)
         rc = slot_init(&p->slot[i]);
     for (int i = 0; i < CHUNK_STATES && rc == 0; i++)

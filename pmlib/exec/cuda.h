@@ -34,7 +34,10 @@ int pm__cuda_discover(pm__gpu_info_t **gpus, int *ngpu, int local_rank, int loca
 
 /*
  * GPU stubs: set s->device_index to the GPU's ordinal before init. run_chunk
- * follows the contract of the CPU stub's.
+ * follows the contract of the CPU stub's. PMLIB_CUDA_MEMORY_MB caps the
+ * device memory a stub keeps for buffers and its read cache (default 3/4
+ * of the GPU); above it, and whenever cudaMalloc runs out, idle buffers and
+ * the least recently used cached ranges are freed.
  */
 extern const pm__device_ops_t pm__cuda_ops;
 

@@ -7,6 +7,7 @@
  */
 #define _GNU_SOURCE
 #include "core/internal.h"
+#include "exec/cuda.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,7 +60,23 @@ static void run_loop(pm__stub_t *s, pm__task_t *t, uint64_t k)
             atomic_store(&t->running_since[s->index], (uint64_t)(pm__now() * 1e9));
             atomic_store(&t->running[s->index], k);
         }
-        if (!t->remote || pm__proto_before_chunk(t, k) == 0)
+        int nk = 1;
+        if (t->remote && pm__proto_before_chunk(t, k) != 0)
+            ;
+#if PMLIB_HAVE_CUDA
+        else if (s->ops == &pm__cuda_ops && !t->remote && t->running == NULL) {
+            /* Two chunks at a time keep two subtasks in flight even with grain 1. */
+            uint64_t ks[2] = {k, 0};
+            nk += t->policy->take(t, s->index, &ks[1]);
+            pm__cuda_run_chunks(s, t, ks, nk);
+            if (nk == 2) {
+                uint64_t f2 = ks[1] * t->grain;
+                uint64_t l2 = f2 + t->grain < t->desc.subtasks ? f2 + t->grain : t->desc.subtasks;
+                atomic_fetch_add(&t->subtasks_done, l2 - f2);
+            }
+        }
+#endif
+        else
             s->ops->run_chunk(s, t, k);
         if (t->running != NULL) {
             atomic_store(&t->running[s->index], UINT64_MAX);
@@ -79,7 +96,7 @@ static void run_loop(pm__stub_t *s, pm__task_t *t, uint64_t k)
             }
             pm__proto_after_chunk(t, k, s->ops->kind);
         } else {
-            pm__task_done(t, 1);
+            pm__task_done(t, (uint64_t)nk);
         }
         if (!more)
             return;
@@ -110,22 +127,67 @@ static void *stub_main(void *arg)
     return NULL;
 }
 
+static int stubs_made;
+
+/* CPU stubs first, then one per GPU this process drives. */
+static void describe_stub(pm__stub_t *s, int i, const pm__gpu_info_t *gpus)
+{
+    s->index = i;
+    s->device_index = i;
+    s->ops = &pm__cpu_ops;
+    s->speed = 1.0;
+#if PMLIB_HAVE_CUDA
+    if (i >= pm__rt.ncpu) {
+        const pm__gpu_info_t *g = &gpus[i - pm__rt.ncpu];
+        s->device_index = g->ordinal;
+        s->ops = &pm__cuda_ops;
+        s->speed = g->sm_count / 4.0; /* a rough guess; pull balances the rest */
+        s->major = g->major;
+        s->minor = g->minor;
+        s->mem_bytes = g->mem_bytes;
+        snprintf(s->name, sizeof s->name, "%s", g->name);
+    }
+#else
+    (void)gpus;
+#endif
+}
+
 int pm__stubs_start(void)
 {
-    int n = pm__rt.ncpu;
+    pm__gpu_info_t *gpus = NULL;
+    int ngpu = 0;
+    int rc = pm__cuda_discover(&gpus, &ngpu, pm__rt.local_rank, pm__rt.local_size);
+    if (rc != 0)
+        return rc;
+    /* Each GPU stub is a busy thread: by default it takes one core's place. */
+    if (!pm__rt.ncpu_set && ngpu > 0)
+        pm__rt.ncpu = pm__rt.ncpu > ngpu ? pm__rt.ncpu - ngpu : 1;
+    int n = pm__rt.ncpu + ngpu;
     pm__rt.stubs = calloc((size_t)n, sizeof *pm__rt.stubs);
-    if (pm__rt.stubs == NULL)
+    if (pm__rt.stubs == NULL) {
+        free(gpus);
         return PM__FAIL(PM_ENOMEM, "pm_init: out of memory for %d stubs", n);
-    for (int i = 0; i < n; i++) {
-        pm__stub_t *s = &pm__rt.stubs[i];
-        s->index = i;
-        s->device_index = i;
-        s->ops = &pm__cpu_ops;
-        s->speed = 1.0;
-        int rc = s->ops->init(s);
-        if (rc != 0)
-            goto fail;
     }
+    int made = 0;
+    for (int i = 0; i < n; i++) {
+        pm__stub_t *s = &pm__rt.stubs[made];
+        describe_stub(s, i, gpus);
+        s->index = made;
+        rc = s->ops->init(s);
+        if (rc == 0) {
+            made++;
+        } else if (s->ops->kind == PM_DEVICE_GPU) {
+            /* A GPU that cannot be set up is left out; the CPUs still work. */
+            pm__warn("pm_init: gpu %d of host %d cannot run a stub; continuing without it",
+                     s->device_index, pm__rt.host);
+            *s = (pm__stub_t){0};
+        } else {
+            free(gpus);
+            goto fail;
+        }
+    }
+    free(gpus);
+    n = stubs_made = made;
     for (int i = 0; i < n; i++) {
         if (pthread_create(&pm__rt.stubs[i].thread, NULL, stub_main, &pm__rt.stubs[i]) != 0) {
             pm__rt.nstubs = i;
@@ -133,7 +195,8 @@ int pm__stubs_start(void)
             return PM__FAIL(PM_ENOMEM, "pm_init: cannot start stub thread %d of %d; lower PMLIB_NCPU", i, n);
         }
         char name[16];
-        snprintf(name, sizeof name, "pmlib-cpu%d", i % 100000);
+        snprintf(name, sizeof name, "pmlib-%s%d", pm__rt.stubs[i].ops->name,
+                 pm__rt.stubs[i].device_index % 1000);
         pthread_setname_np(pm__rt.stubs[i].thread, name);
     }
     pm__rt.nstubs = n;
@@ -155,7 +218,7 @@ void pm__stubs_stop(void)
     pthread_mutex_unlock(&pm__rt.lock);
     for (int i = 0; i < pm__rt.nstubs; i++)
         pthread_join(pm__rt.stubs[i].thread, NULL);
-    for (int i = 0; i < pm__rt.ncpu && pm__rt.stubs; i++)
+    for (int i = 0; i < stubs_made && pm__rt.stubs; i++)
         pm__rt.stubs[i].ops->fini(&pm__rt.stubs[i]);
     free(pm__rt.stubs);
     pm__rt.stubs = NULL;

@@ -82,10 +82,53 @@ extern "C" int tk_contrib(int64_t *s, double *d, float *f, uint64_t lo, uint64_t
     return 0;
 }
 
-// A launch with zero blocks: cudaErrorInvalidConfiguration, which pmlib must
-// find with cudaGetLastError after the callback returns 0.
+// A launch with zero blocks fails with cudaErrorInvalidConfiguration. This
+// file has its own static CUDA runtime, apart from pmlib's, so only it can
+// see that error: it returns it, as a callback should.
 extern "C" int tk_bad_launch(double *out, void *stream)
 {
     fill_f<<<0, kThreads, 0, (cudaStream_t)stream>>>(out, 0, 1);
+    return (int)cudaGetLastError();
+}
+
+__global__ void fault(double *p)
+{
+    p[threadIdx.x] = 1.0;
+}
+
+extern "C" int tk_pin(void *host, size_t bytes)
+{
+    return (int)cudaHostRegister(host, bytes, cudaHostRegisterPortable);
+}
+
+extern "C" int tk_unpin(void *host)
+{
+    return (int)cudaHostUnregister(host);
+}
+
+namespace {
+void *hog;
+}
+
+extern "C" int tk_hog(size_t leave)
+{
+    size_t free_b = 0, total = 0;
+    cudaError_t e = cudaMemGetInfo(&free_b, &total);
+    if (e != cudaSuccess || free_b <= leave)
+        return (int)(e != cudaSuccess ? e : cudaErrorMemoryAllocation);
+    return (int)cudaMalloc(&hog, free_b - leave);
+}
+
+extern "C" int tk_unhog(void)
+{
+    cudaError_t e = cudaFree(hog);
+    hog = NULL;
+    return (int)e;
+}
+
+// A kernel writing to an unmapped address: the context is lost for good.
+extern "C" int tk_fault(void *stream)
+{
+    fault<<<1, 32, 0, (cudaStream_t)stream>>>((double *)(uintptr_t)64);
     return 0;
 }

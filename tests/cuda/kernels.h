@@ -6,6 +6,7 @@
 #ifndef PMLIB_TESTS_CUDA_KERNELS_H
 #define PMLIB_TESTS_CUDA_KERNELS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -23,8 +24,16 @@ int tk_combine(double *out, const double *in, uint64_t n, uint64_t lo, uint64_t 
  * s[j] += a(id, j), d[j] += b(id, j), f[j] = min(f[j], c(id, j)). */
 int tk_contrib(int64_t *s, double *d, float *f, uint64_t lo, uint64_t hi, uint64_t id,
                void *stream);
-/* A launch CUDA rejects (zero blocks). */
+/* A launch CUDA rejects (zero blocks); returns its cudaError_t. */
 int tk_bad_launch(double *out, void *stream);
+/* Page-locks / unlocks a host buffer (cudaHostRegister); a cudaError_t. */
+int tk_pin(void *host, size_t bytes);
+int tk_unpin(void *host);
+/* Takes all device memory but `leave` bytes / gives it back; a cudaError_t. */
+int tk_hog(size_t leave);
+int tk_unhog(void);
+/* A kernel that faults (an illegal address): the GPU's context is lost. */
+int tk_fault(void *stream);
 
 #ifdef __cplusplus
 }
