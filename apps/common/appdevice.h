@@ -35,6 +35,14 @@ void app_require_devices(const char *prog, int devices, int have_cuda);
  */
 uint64_t app_default_per_subtask(uint64_t items, uint64_t granule);
 
+/**
+ * The same, counting only the stubs of `devices` (a mask of pm_device_kind):
+ * with --device gpu a GPU gets a few large subtasks instead of many small
+ * ones sized for CPU cores.
+ */
+uint64_t app_default_per_subtask_on(uint64_t items, uint64_t granule,
+                                    int devices);
+
 /** Adds the counters of finished `task` to *total, which starts zeroed. */
 void app_add_stats(pm_task_stats_t *total, pm_task_t task);
 

@@ -68,6 +68,7 @@ typedef struct pm__memory {
     size_t bytes;
     uint64_t version;
     int users; /* unfinished tasks naming this memory (runtime lock) */
+    bool pinned; /* page-locked for the GPUs */
 } pm__memory_t;
 
 /* Looks up a memory under the runtime lock; NULL if the handle is stale. */
@@ -130,6 +131,8 @@ struct pm__reduce_tree;
 typedef struct pm__stub_counts {
     _Alignas(64) uint64_t subtasks, steals;
     uint64_t bytes_to_gpu, bytes_from_gpu, gpu_cache_hits;
+    atomic_uint_fast64_t chunk_ns; /* running average time per chunk, read by others */
+    atomic_int active;             /* the stub is inside the task's run loop */
 } pm__stub_counts_t;
 
 /* Counters other hosts report when they drain. */

@@ -1,5 +1,6 @@
 /* Memories: host buffers with a version that tasks and touches bump. */
 #include "core/internal.h"
+#include "exec/cuda.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,37 @@ static int lookup(const char *fn, pm_memory_t m, pm__memory_t **out)
     return 0;
 }
 
+/* With GPU stubs, memories are page-locked so that copies to and from the
+ * GPUs run at full speed without staging. */
+static void *host_alloc(size_t bytes, bool *pinned)
+{
+    *pinned = false;
+#if PMLIB_HAVE_CUDA
+    int ngpu = 0;
+    for (int i = 0; i < pm__rt.nstubs; i++)
+        ngpu += pm__rt.stubs[i].ops->kind == PM_DEVICE_GPU;
+    if (ngpu > 0) {
+        void *p = pm__cuda_host_alloc(bytes);
+        if (p != NULL) {
+            *pinned = true;
+            return p;
+        }
+    }
+#endif
+    return pm__aligned_alloc(bytes);
+}
+
+static void host_free(pm__memory_t *m)
+{
+#if PMLIB_HAVE_CUDA
+    if (m->pinned) {
+        pm__cuda_host_free(m->data);
+        return;
+    }
+#endif
+    free(m->data);
+}
+
 int pm_memory_create(size_t bytes, pm_memory_t *memory)
 {
     PM__CHECK_INIT("pm_memory_create");
@@ -35,10 +67,9 @@ int pm_memory_create(size_t bytes, pm_memory_t *memory)
     if (bytes == 0)
         return PM__FAIL(PM_EINVAL, "pm_memory_create: size 0; a memory holds at least one byte");
     pm__memory_t *m = calloc(1, sizeof *m);
-    void *data = pm__aligned_alloc(bytes);
+    void *data = m ? host_alloc(bytes, &m->pinned) : NULL;
     if (m == NULL || data == NULL) {
         free(m);
-        free(data);
         return PM__FAIL(PM_ENOMEM, "pm_memory_create: cannot allocate %zu bytes", bytes);
     }
     memset(data, 0, bytes);
@@ -49,7 +80,7 @@ int pm_memory_create(size_t bytes, pm_memory_t *memory)
     m->handle = pm__handle_add(&pm__rt.memories, m);
     pthread_mutex_unlock(&pm__rt.lock);
     if (m->handle == 0) {
-        free(data);
+        host_free(m);
         free(m);
         return PM__FAIL(PM_ENOMEM, "pm_memory_create: out of memory for handles");
     }
@@ -124,7 +155,7 @@ int pm_memory_release(pm_memory_t memory)
     if (pm__rt.nhosts > 1)
         pm__proto_memory_released(m->handle);
     pthread_mutex_unlock(&pm__rt.lock);
-    free(m->data);
+    host_free(m);
     free(m);
     return 0;
 }
@@ -135,7 +166,7 @@ void pm__memory_free_all(void)
     for (uint32_t i = 0; i < t->cap; i++) {
         pm__memory_t *m = t->obj[i];
         if (m != NULL) {
-            free(m->data);
+            host_free(m);
             free(m);
         }
     }

@@ -1331,3 +1331,20 @@ int pm__cuda_discover(pm__gpu_info_t **gpus, int *ngpu, int local_rank, int loca
     *ngpu = k;
     return 0;
 }
+
+/* ---- page-locked memories -------------------------------------------------------- */
+
+void *pm__cuda_host_alloc(size_t bytes)
+{
+    void *p = NULL;
+    /* Portable: every GPU of the process may copy from it at full speed. */
+    if (PM__CUDA(QUIET, cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocPortable)) != 0)
+        return NULL;
+    return p;
+}
+
+void pm__cuda_host_free(void *p)
+{
+    if (p != NULL)
+        PM__CUDA(PM__LOG_WARN, cudaFreeHost(p));
+}

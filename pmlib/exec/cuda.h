@@ -57,6 +57,10 @@ int pm__cuda_stub_info(const pm__stub_t *s, pm__gpu_info_t *out);
  * rest of the process: the stub should take no more work. */
 bool pm__cuda_stub_usable(const pm__stub_t *s);
 
+/* Page-locked host memory (DMA at full speed, no staging); NULL on failure. */
+void *pm__cuda_host_alloc(size_t bytes);
+void pm__cuda_host_free(void *p);
+
 #else /* !PMLIB_HAVE_CUDA */
 
 static inline int pm__cuda_discover(pm__gpu_info_t **gpus, int *ngpu, int local_rank,

@@ -53,14 +53,23 @@ static void prepare_loop(pm__task_t *t, uint64_t k)
     }
 }
 
+/* A running average of the stub's time per chunk, for the scheduler. */
+static void note_time(pm__stub_counts_t *c, double seconds)
+{
+    uint64_t ns = (uint64_t)(seconds * 1e9) + 1, old = atomic_load_explicit(&c->chunk_ns, memory_order_relaxed);
+    atomic_store_explicit(&c->chunk_ns, old ? (3 * old + ns) / 4 : ns, memory_order_relaxed);
+}
+
 static void run_loop(pm__stub_t *s, pm__task_t *t, uint64_t k)
 {
+    atomic_store(&t->counts[s->index].active, 1);
     for (;;) {
         if (t->running != NULL) { /* other hosts may ask for a copy of it */
             atomic_store(&t->running_since[s->index], (uint64_t)(pm__now() * 1e9));
             atomic_store(&t->running[s->index], k);
         }
         int nk = 1;
+        double t0 = pm__now();
         if (t->remote && pm__proto_before_chunk(t, k) != 0)
             ;
 #if PMLIB_HAVE_CUDA
@@ -78,6 +87,7 @@ static void run_loop(pm__stub_t *s, pm__task_t *t, uint64_t k)
 #endif
         else
             s->ops->run_chunk(s, t, k);
+        note_time(&t->counts[s->index], (pm__now() - t0) / nk);
         if (t->running != NULL) {
             atomic_store(&t->running[s->index], UINT64_MAX);
             atomic_store(&t->copied[s->index], 0);
@@ -87,6 +97,8 @@ static void run_loop(pm__stub_t *s, pm__task_t *t, uint64_t k)
         uint64_t first = k * t->grain;
         uint64_t last = first + t->grain < t->desc.subtasks ? first + t->grain : t->desc.subtasks;
         atomic_fetch_add(&t->subtasks_done, last - first);
+        if (!more) /* before the last report: the task may end with it */
+            atomic_store(&t->counts[s->index].active, 0);
         if (t->remote) {
             /* The remote host reports the chunk; it drains once nothing is held. */
             if (more) {

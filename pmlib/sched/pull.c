@@ -14,8 +14,37 @@ static int pull_init(pm__task_t *t, int nstubs)
     return rc;
 }
 
+/* Slower stubs than this many times the fastest one are held back at the end. */
+#define PM__SLOW_FACTOR 4
+
+/*
+ * Whether a slow stub (a CPU core beside GPUs) should take another chunk:
+ * not when the faster stubs would finish every chunk left before it
+ * finished this one, which would only make the task end later. Only faster
+ * stubs still in the task's run loop count: they look at the ranges again
+ * after their chunk, while one that left may be asleep.
+ */
+static bool worth_taking(const pm__task_t *t, int stub)
+{
+    uint64_t mine = atomic_load_explicit(&t->counts[stub].chunk_ns, memory_order_relaxed);
+    if (mine == 0)
+        return true;
+    double rate = 0; /* chunks per ns of the stubs clearly faster than this one */
+    for (int s = 0; s < t->sched->nstubs; s++) {
+        uint64_t ns = atomic_load_explicit(&t->counts[s].chunk_ns, memory_order_relaxed);
+        if (s != stub && ns > 0 && ns * PM__SLOW_FACTOR < mine &&
+            atomic_load_explicit(&t->counts[s].active, memory_order_acquire))
+            rate += 1.0 / (double)ns;
+    }
+    if (rate == 0)
+        return true;
+    return (double)mine < (double)pm__ranges_left(t) / rate;
+}
+
 static bool pull_take(pm__task_t *t, int stub, uint64_t *chunk)
 {
+    if (!worth_taking(t, stub))
+        return false;
     return pm__ranges_take_own(t, stub, chunk) || pm__ranges_steal(t, stub, chunk);
 }
 

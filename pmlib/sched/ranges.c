@@ -105,6 +105,17 @@ bool pm__ranges_steal(pm__task_t *t, int stub, uint64_t *chunk)
     }
 }
 
+uint64_t pm__ranges_left(const pm__task_t *t)
+{
+    uint64_t n = 0;
+    for (int s = 0; s < t->sched->nstubs; s++) {
+        uint64_t lo = atomic_load_explicit(&t->sched->slot[s].lo, memory_order_relaxed);
+        uint64_t hi = atomic_load_explicit(&t->sched->slot[s].hi, memory_order_relaxed);
+        n += hi > lo ? hi - lo : 0;
+    }
+    return n;
+}
+
 bool pm__ranges_give(pm__task_t *t, uint64_t *lo, uint64_t *hi)
 {
     struct pm__sched_state *st = t->sched;

@@ -24,6 +24,8 @@ int pm__ranges_init(pm__task_t *t, int nstubs, const double *weight);
 bool pm__ranges_take_own(pm__task_t *t, int stub, uint64_t *chunk);
 bool pm__ranges_steal(pm__task_t *t, int stub, uint64_t *chunk);
 void pm__ranges_fini(pm__task_t *t);
+/* Chunks still queued on this host (a snapshot). */
+uint64_t pm__ranges_left(const pm__task_t *t);
 /* For another host: takes the back half of this host's largest range. */
 bool pm__ranges_give(pm__task_t *t, uint64_t *lo, uint64_t *hi);
 /* Installs a range received from another host on an idle eligible stub. */

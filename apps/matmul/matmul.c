@@ -1,0 +1,390 @@
+/*
+ * matmul: C = A x B for square fp32 matrices, row-major.
+ *
+ * Each subtask computes a block of rows of C from the same rows of A and all
+ * of B. Every subtask reads the whole of B, so pmlib sends it once to each
+ * host and each GPU and keeps it cached there. The serial reference, which
+ * --verify trusts, is one single-threaded cblas_sgemm on the whole matrices;
+ * the CPU callback makes the same call on its rows, the cuda callback calls
+ * cuBLAS (or a plain kernel) on the stream pmlib gives it.
+ */
+#include <cblas.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "appcommon.h"
+#include "appdevice.h"
+#include "matmul.h" /* enum matmul_kernel, matmul_gpu() */
+#include "pmlib.h"
+
+#define DEFAULT_N 1024u
+#define VERIFY_N 512u
+#define MAX_N 65536u  /* 16 GiB per matrix; cblas and cuBLAS take int sizes */
+#define ROW_GRANULE 16u
+
+/* Uniform in [-1, 1) from a hash of the element index: the same every run. */
+static float entry(uint64_t i, uint64_t salt)
+{
+    uint64_t z = (i + 1) * 0x9E3779B97F4A7C15u ^ salt;
+
+    z = (z ^ (z >> 31)) * 0xBF58476D1CE4E5B9u;
+    z ^= z >> 29;
+    return (float)(z >> 40) / (float)(1 << 23) - 1.0f; /* 24 bits: exact */
+}
+
+static void fill(float *a, float *b, uint64_t n)
+{
+    for (uint64_t i = 0; i < n * n; i++) {
+        a[i] = entry(i, 0xA);
+        b[i] = entry(i, 0xB);
+    }
+}
+
+/* Serial reference: the whole product in one call. */
+static void matmul_serial(const float *a, const float *b, float *c, int n)
+{
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a,
+                n, b, n, 0.0f, c, n);
+}
+
+/* ------------------------------------------------------------------------ */
+/* pmlib version                                                             */
+/* ------------------------------------------------------------------------ */
+
+/* All 64-bit fields: no padding bytes to leave uninitialized in the blob. */
+struct matmul_conf {
+    uint64_t n;      /* matrix order */
+    uint64_t rows;   /* rows of C per subtask; the last may get fewer */
+    uint64_t kernel; /* enum matmul_kernel */
+};
+
+enum { MEM_A, MEM_B, MEM_C };
+
+static uint64_t subtask_count(const struct matmul_conf *cf)
+{
+    return (cf->n + cf->rows - 1) / cf->rows;
+}
+
+/* Subtask k owns rows [begin, end) of A and C. */
+static void row_block(const struct matmul_conf *cf, uint64_t k,
+                      uint64_t *begin, uint64_t *end)
+{
+    *begin = k * cf->rows;
+    *end = *begin + cf->rows < cf->n ? *begin + cf->rows : cf->n;
+}
+
+static int matmul_subscribe(pm_subscription_t *sub,
+                            const pm_subtask_info_t *info)
+{
+    const struct matmul_conf *cf = info->conf;
+    size_t row_bytes = cf->n * sizeof(float);
+    uint64_t begin, end;
+    int rc;
+
+    row_block(cf, info->id, &begin, &end);
+    rc = pm_subscribe(sub, MEM_A, PM_READ, begin * row_bytes,
+                      (end - begin) * row_bytes);
+    if (rc == 0) /* all of B, the same bytes for every subtask */
+        rc = pm_subscribe(sub, MEM_B, PM_READ, 0, cf->n * row_bytes);
+    if (rc == 0)
+        rc = pm_subscribe(sub, MEM_C, PM_WRITE, begin * row_bytes,
+                          (end - begin) * row_bytes);
+    return rc;
+}
+
+/* The serial call restricted to my rows: same offsets, fewer rows. */
+static int matmul_cpu(const pm_subtask_info_t *info)
+{
+    const struct matmul_conf *cf = info->conf;
+    const float *a = info->mem[MEM_A], *b = info->mem[MEM_B];
+    float *c = info->mem[MEM_C];
+    int n = (int)cf->n;
+    uint64_t begin, end;
+
+    row_block(cf, info->id, &begin, &end);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)(end - begin),
+                n, n, 1.0f, a + begin * cf->n, n, b, n, 0.0f,
+                c + begin * cf->n, n);
+    return 0;
+}
+
+#if PMLIB_HAVE_CUDA
+/* Device pointers, same offsets as matmul_cpu. */
+static int matmul_cuda(const pm_subtask_info_t *info, void *stream)
+{
+    const struct matmul_conf *cf = info->conf;
+    const float *a = info->mem[MEM_A], *b = info->mem[MEM_B];
+    float *c = info->mem[MEM_C];
+    uint64_t begin, end;
+
+    row_block(cf, info->id, &begin, &end);
+    return matmul_gpu(a + begin * cf->n, b, c + begin * cf->n,
+                      (int)(end - begin), (int)cf->n,
+                      (enum matmul_kernel)cf->kernel, stream);
+}
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Command line                                                              */
+/* ------------------------------------------------------------------------ */
+
+struct options {
+    uint64_t n, rows;        /* 0: the defaults, chosen once pmlib is up */
+    enum matmul_kernel kernel;
+    int devices, serial, verify;
+};
+
+static void usage(void)
+{
+    printf(
+"usage: matmul [-n N] [--rows R] [--kernel cublas|simple]\n"
+"              [--device cpu|gpu|all] [--no-serial] [--verify] [--help]\n"
+"\n"
+"Computes C = A x B for N x N fp32 matrices (row-major, entries uniform in\n"
+"[-1, 1)). Each subtask computes R rows of C: cblas_sgemm on a CPU core,\n"
+"cuBLAS sgemm on a GPU. The serial reference is one single-threaded\n"
+"cblas_sgemm of the whole matrices. Times exclude filling the matrices; the\n"
+"pmlib time covers pm_task_submit + pm_task_wait.\n"
+"\n"
+"  -n N             matrix order (default %u; with --verify %u)\n"
+"  --rows R         rows per subtask (default: about 4 subtasks per stub of\n"
+"                   the chosen devices, a multiple of %u)\n"
+"  --kernel K       GPU code: cublas (default) or simple (a plain kernel)\n"
+"  --device D       cpu, gpu or all (default all: CPU cores and GPUs)\n"
+"  --no-serial      skip the serial run, so no speedup is printed\n"
+"  --verify         check every element against the serial product:\n"
+"                   |C - Cref| <= 2.1 N 2^-24 (|A||B|), twice the worst-case\n"
+"                   error of one fp32 dot product of length N; exit 1 if not\n"
+"\n"
+"Environment: PMLIB_NCPU (CPU stubs per host, default one per core),\n"
+"PMLIB_SCHED (pull, static or proportional), PMLIB_LOG. Under mpirun every\n"
+"host takes part; host 0 owns the matrices and prints the results.\n",
+           DEFAULT_N, VERIFY_N, ROW_GRANULE);
+}
+
+/* Parsed before pm_init, so that --help and typos start no runtime. */
+static void parse_options(int argc, char **argv, struct options *o)
+{
+    *o = (struct options){0, 0, MATMUL_CUBLAS, PM_DEVICE_ANY, 1, 0};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            usage();
+            exit(0);
+        } else if (strcmp(a, "-n") == 0) {
+            o->n = app_size_arg("matmul", a, val);
+            i++;
+            if (o->n == 0 || o->n > MAX_N)
+                app_usage_error("matmul", "-n must be 1 to %u", MAX_N);
+        } else if (strcmp(a, "--rows") == 0) {
+            o->rows = app_size_arg("matmul", a, val);
+            i++;
+            if (o->rows == 0)
+                app_usage_error("matmul", "--rows must be at least 1");
+        } else if (strcmp(a, "--kernel") == 0) {
+            if (val != NULL && strcmp(val, "cublas") == 0)
+                o->kernel = MATMUL_CUBLAS;
+            else if (val != NULL && strcmp(val, "simple") == 0)
+                o->kernel = MATMUL_SIMPLE;
+            else
+                app_usage_error("matmul", "--kernel: use cublas or simple");
+            i++;
+        } else if (strcmp(a, "--device") == 0) {
+            o->devices = app_device_arg("matmul", a, val);
+            i++;
+        } else if (strcmp(a, "--no-serial") == 0) {
+            o->serial = 0;
+        } else if (strcmp(a, "--verify") == 0) {
+            o->verify = 1;
+        } else {
+            app_usage_error("matmul", "unknown option '%s'", a);
+        }
+    }
+    if (o->n == 0)
+        o->n = o->verify ? VERIFY_N : DEFAULT_N;
+    if (o->verify && !o->serial)
+        app_usage_error("matmul", "--verify needs the serial run; "
+                        "drop --no-serial");
+}
+
+/* ------------------------------------------------------------------------ */
+/* Host 0: run both versions and compare                                     */
+/* ------------------------------------------------------------------------ */
+
+static double gflops(uint64_t n, double seconds)
+{
+    return 2.0 * (double)n * (double)n * (double)n / seconds / 1e9;
+}
+
+/* Runs the task once; returns the seconds spent in submit + wait. */
+static double run_pmlib(const struct options *o, const struct matmul_conf *cf,
+                        pm_memory_t a, pm_memory_t b, pm_memory_t c)
+{
+    pm_task_desc_t desc;
+    pm_task_stats_t st = {0};
+    pm_task_t task;
+    double t0, seconds;
+
+    APP_CHECK(pm_task_desc_init(&desc));
+    desc.callbacks = "matmul";
+    desc.subtasks = subtask_count(cf);
+    desc.conf = cf;
+    desc.conf_bytes = sizeof *cf;
+    desc.devices = o->devices;
+    APP_CHECK(pm_task_desc_add(&desc, a, PM_READ));  /* MEM_A */
+    APP_CHECK(pm_task_desc_add(&desc, b, PM_READ));  /* MEM_B */
+    APP_CHECK(pm_task_desc_add(&desc, c, PM_WRITE)); /* MEM_C */
+
+    t0 = app_now();
+    APP_CHECK(pm_task_submit(&desc, &task));
+    APP_CHECK(pm_task_wait(task));
+    seconds = app_now() - t0;
+
+    printf("pmlib:  %.3f s  %.1f GFLOP/s\n", seconds, gflops(cf->n, seconds));
+    app_add_stats(&st, task);
+    app_print_stats(&st);
+    APP_CHECK(pm_task_release(task));
+    return seconds;
+}
+
+/* Returns the serial run's seconds, or -1 when it is skipped. */
+static double run_serial(const struct options *o, uint64_t n, const float *a,
+                         const float *b, float **ref)
+{
+    double t0, seconds;
+
+    if (!o->serial)
+        return -1;
+    *ref = malloc(n * n * sizeof **ref);
+    if (*ref == NULL) {
+        fprintf(stderr, "matmul: no memory for the serial product; "
+                "try --no-serial or a smaller -n\n");
+        exit(1);
+    }
+    /* Touched like pmlib's zero-filled C, so neither time has page faults. */
+    memset(*ref, 0, n * n * sizeof **ref);
+    t0 = app_now();
+    matmul_serial(a, b, *ref, (int)n);
+    seconds = app_now() - t0;
+    printf("serial: %.3f s  %.1f GFLOP/s\n", seconds, gflops(n, seconds));
+    return seconds;
+}
+
+/*
+ * C and Cref each lie within gamma_n |A||B| of the exact product, whatever
+ * the order of summation (gamma_n = n u / (1 - n u), u = 2^-24), so they
+ * differ by at most 2 gamma_n |A||B|; 2.1 n u also covers the rounding of
+ * |A||B| itself. A wrong row or offset gives errors near 1 instead.
+ */
+static int close_enough(const float *c, const float *ref, const float *a,
+                        const float *b, uint64_t n)
+{
+    const double bound = 2.1 * (double)n * ldexp(1.0, -24);
+    float *abs_a = malloc(n * n * sizeof(float));
+    float *abs_b = malloc(n * n * sizeof(float));
+    float *abs_ab = malloc(n * n * sizeof(float));
+    double worst = 0;
+    uint64_t bad = 0, first = 0;
+
+    if (abs_a == NULL || abs_b == NULL || abs_ab == NULL) {
+        fprintf(stderr, "matmul: no memory to verify; try a smaller -n\n");
+        exit(1);
+    }
+    for (uint64_t i = 0; i < n * n; i++) {
+        abs_a[i] = fabsf(a[i]);
+        abs_b[i] = fabsf(b[i]);
+    }
+    matmul_serial(abs_a, abs_b, abs_ab, (int)n);
+    for (uint64_t i = 0; i < n * n; i++) {
+        double err = fabs((double)c[i] - (double)ref[i]);
+        double scale = abs_ab[i] > 0 ? abs_ab[i] : 1e-30;
+
+        if (err / scale > worst)
+            worst = err / scale;
+        if (!(err <= bound * scale) && bad++ == 0) /* NaN counts as bad */
+            first = i;
+    }
+    printf("verify: max |C - Cref| / (|A||B|) = %.3g, bound %.3g\n", worst,
+           bound);
+    if (bad > 0)
+        printf("verify: %" PRIu64 " elements out of bound; first C[%" PRIu64
+               "][%" PRIu64 "] = %g, serial %g\n", bad, first / n, first % n,
+               c[first], ref[first]);
+    free(abs_a);
+    free(abs_b);
+    free(abs_ab);
+    return bad == 0;
+}
+
+static int run(const struct options *o)
+{
+    struct matmul_conf cf = {o->n, o->rows, o->kernel};
+    size_t bytes = o->n * o->n * sizeof(float);
+    pm_memory_t a, b, c;
+    float *ref = NULL;
+    double serial_s, pmlib_s;
+    const char *verdict = "skipped";
+
+    app_require_devices("matmul", o->devices, PMLIB_HAVE_CUDA);
+    if (cf.rows == 0)
+        cf.rows = app_default_per_subtask_on(cf.n, ROW_GRANULE,
+                                             o->devices);
+    if (cf.rows > cf.n)
+        cf.rows = cf.n;
+    printf("matmul: n=%" PRIu64 " rows=%" PRIu64 " subtasks=%" PRIu64
+           " device=%s kernel=%s hosts=%d\n", cf.n, cf.rows,
+           subtask_count(&cf), app_device_name(o->devices),
+           cf.kernel == MATMUL_SIMPLE ? "simple" : "cublas", pm_host_count());
+
+    APP_CHECK(pm_memory_create(bytes, &a));
+    APP_CHECK(pm_memory_create(bytes, &b));
+    APP_CHECK(pm_memory_create(bytes, &c));
+    fill(pm_memory_data(a), pm_memory_data(b), cf.n);
+    APP_CHECK(pm_memory_touch(a)); /* written through the host pointers */
+    APP_CHECK(pm_memory_touch(b));
+
+    serial_s = run_serial(o, cf.n, pm_memory_data(a), pm_memory_data(b), &ref);
+    pmlib_s = run_pmlib(o, &cf, a, b, c);
+    if (o->verify) {
+        verdict = close_enough(pm_memory_data(c), ref, pm_memory_data(a),
+                               pm_memory_data(b), cf.n) ? "OK" : "MISMATCH";
+        printf("verify: %s\n", verdict);
+    }
+    app_print_result("matmul", cf.n, serial_s, pmlib_s, verdict);
+    APP_CHECK(pm_memory_release(c));
+    APP_CHECK(pm_memory_release(b));
+    APP_CHECK(pm_memory_release(a));
+    free(ref);
+    return strcmp(verdict, "MISMATCH") == 0;
+}
+
+int main(int argc, char **argv)
+{
+    struct options opt;
+    pm_callbacks_t cb;
+    int status = 0;
+
+    parse_options(argc, argv, &opt);
+#ifdef OPENBLAS_VERSION
+    openblas_set_num_threads(1); /* pmlib already runs one subtask per core */
+#endif
+    APP_CHECK(pm_init(&argc, &argv));
+
+    /* Every host registers the callbacks; only host 0 owns data and submits. */
+    APP_CHECK(pm_callbacks_init(&cb));
+    cb.subscribe = matmul_subscribe;
+    cb.cpu = matmul_cpu;
+#if PMLIB_HAVE_CUDA
+    cb.cuda = matmul_cuda;
+#endif
+    APP_CHECK(pm_callbacks_register("matmul", &cb));
+    if (pm_host_id() == 0)
+        status = run(&opt);
+
+    APP_CHECK(pm_finalize());
+    return status;
+}

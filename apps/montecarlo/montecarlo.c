@@ -1,0 +1,449 @@
+/*
+ * montecarlo: prices European calls and puts by Monte Carlo simulation of
+ * geometric Brownian motion, for many options generated from a seed.
+ *
+ * Each subtask prices a block of options. An option's random numbers
+ * depend only on (seed, option index), so results do not depend on which
+ * subtask or core ran it; the CPU uses its own counter-based generator and
+ * the GPU cuRAND, so CPU and GPU prices differ, within Monte Carlo error.
+ * --verify compares every price with the Black-Scholes formula.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "appcommon.h"
+#include "appdevice.h"
+#include "montecarlo.h" /* struct mc_option, struct mc_price */
+#include "pmlib.h"
+
+#define DEFAULT_OPTIONS 1024u
+#define DEFAULT_PATHS 262144u
+#define VERIFY_OPTIONS 128u
+#define VERIFY_PATHS 32768u
+#define DEFAULT_SEED 2024u
+#define Z_BOUND 4.0 /* standard errors a price may be from Black-Scholes */
+
+/* splitmix64's output function: a strong 64-bit mix of a counter. */
+static uint64_t mix64(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9u;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBu;
+    return z ^ (z >> 31);
+}
+
+#define GOLDEN 0x9E3779B97F4A7C15u /* splitmix64's counter increment */
+
+/* Uniform in (0, 1]: never 0, so that log() stays finite. */
+static double uniform(uint64_t key, uint64_t k)
+{
+    return (double)((mix64(key + k * GOLDEN) >> 11) + 1) * 0x1p-53;
+}
+
+/* Options with spot, moneyness, expiry, rate and volatility in ranges where
+ * neither call nor put is so far out of the money that its error is odd. */
+static void make_options(struct mc_option *opt, uint64_t count, uint64_t seed)
+{
+    for (uint64_t i = 0; i < count; i++) {
+        uint64_t key = mix64(seed ^ mix64(i + 1));
+
+        opt[i].s = 50.0 + 100.0 * uniform(key, 0);
+        opt[i].k = opt[i].s * (0.8 + 0.45 * uniform(key, 1));
+        opt[i].t = 0.5 + 1.5 * uniform(key, 2);
+        opt[i].r = 0.06 * uniform(key, 3);
+        opt[i].sigma = 0.2 + 0.3 * uniform(key, 4);
+    }
+}
+
+/* Normals z[0], z[1]: Box-Muller on elements 2q, 2q + 1 of the stream. */
+static void normal_pair(uint64_t key, uint64_t q, double z[2])
+{
+    double rad = sqrt(-2.0 * log(uniform(key, 2 * q)));
+    double ang = 6.283185307179586 * uniform(key, 2 * q + 1);
+
+    z[0] = rad * cos(ang);
+    z[1] = rad * sin(ang);
+}
+
+/*
+ * One option, the loop body shared by the serial reference and the CPU
+ * callback. Its random numbers are a splitmix64 stream keyed by (seed,
+ * option): element k is mix64(key + k GOLDEN).
+ */
+static struct mc_price price_option(const struct mc_option *op, uint64_t index,
+                                    uint64_t paths, uint64_t seed)
+{
+    double drift = (op->r - 0.5 * op->sigma * op->sigma) * op->t;
+    double vol = op->sigma * sqrt(op->t), disc = exp(-op->r * op->t);
+    double sc = 0, sc2 = 0, sp = 0, sp2 = 0, n = (double)paths, z[2];
+    uint64_t key = mix64(seed + GOLDEN * mix64(index + 1));
+
+    for (uint64_t q = 0; q < paths; q++) {
+        double st, c, p;
+
+        if (q % 2 == 0)
+            normal_pair(key, q / 2, z);
+        st = op->s * exp(drift + vol * z[q % 2]);
+        c = st > op->k ? st - op->k : 0;
+        p = st < op->k ? op->k - st : 0;
+        sc += c, sc2 += c * c, sp += p, sp2 += p * p;
+    }
+    /* fmax: rounding may leave a zero variance slightly negative. */
+    return (struct mc_price){
+        disc * sc / n, disc * sp / n,
+        disc * sqrt(fmax(sc2 - sc * sc / n, 0) / (n - 1) / n),
+        disc * sqrt(fmax(sp2 - sp * sp / n, 0) / (n - 1) / n)};
+}
+
+/* Serial reference. */
+static void montecarlo_serial(const struct mc_option *opt,
+                              struct mc_price *price, uint64_t count,
+                              uint64_t paths, uint64_t seed)
+{
+    for (uint64_t i = 0; i < count; i++)
+        price[i] = price_option(&opt[i], i, paths, seed);
+}
+
+/* ------------------------------------------------------------------------ */
+/* pmlib version                                                             */
+/* ------------------------------------------------------------------------ */
+
+struct montecarlo_conf {
+    uint64_t count; /* options */
+    uint64_t per;   /* options per subtask; the last may get fewer */
+    uint64_t paths; /* per option */
+    uint64_t seed;
+};
+
+enum { MEM_OPTIONS, MEM_PRICES };
+
+static uint64_t subtask_count(const struct montecarlo_conf *cf)
+{
+    return (cf->count + cf->per - 1) / cf->per;
+}
+
+/* Subtask k owns options [begin, end). */
+static void option_block(const struct montecarlo_conf *cf, uint64_t k,
+                         uint64_t *begin, uint64_t *end)
+{
+    *begin = k * cf->per;
+    *end = *begin + cf->per < cf->count ? *begin + cf->per : cf->count;
+}
+
+static int montecarlo_subscribe(pm_subscription_t *sub,
+                                const pm_subtask_info_t *info)
+{
+    uint64_t begin, end;
+    int rc;
+
+    option_block(info->conf, info->id, &begin, &end);
+    rc = pm_subscribe(sub, MEM_OPTIONS, PM_READ,
+                      begin * sizeof(struct mc_option),
+                      (end - begin) * sizeof(struct mc_option));
+    if (rc == 0)
+        rc = pm_subscribe(sub, MEM_PRICES, PM_WRITE,
+                          begin * sizeof(struct mc_price),
+                          (end - begin) * sizeof(struct mc_price));
+    return rc;
+}
+
+static int montecarlo_cpu(const pm_subtask_info_t *info)
+{
+    const struct montecarlo_conf *cf = info->conf;
+    const struct mc_option *opt = info->mem[MEM_OPTIONS];
+    struct mc_price *price = info->mem[MEM_PRICES];
+    uint64_t begin, end;
+
+    option_block(cf, info->id, &begin, &end);
+    for (uint64_t i = begin; i < end; i++)
+        price[i] = price_option(&opt[i], i, cf->paths, cf->seed);
+    return 0;
+}
+
+#if PMLIB_HAVE_CUDA
+static int montecarlo_cuda(const pm_subtask_info_t *info, void *stream)
+{
+    const struct montecarlo_conf *cf = info->conf;
+    uint64_t begin, end;
+
+    option_block(cf, info->id, &begin, &end);
+    return montecarlo_gpu(info->mem[MEM_OPTIONS], info->mem[MEM_PRICES],
+                          begin, end - begin, cf->paths, cf->seed, stream);
+}
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Command line                                                              */
+/* ------------------------------------------------------------------------ */
+
+struct options {
+    uint64_t count, paths, per, seed; /* count, paths, per 0: the defaults */
+    int devices, serial, verify;
+};
+
+static void usage(void)
+{
+    printf(
+"usage: montecarlo [--options N] [--paths P] [--per K] [--seed S]\n"
+"                  [--device cpu|gpu|all] [--no-serial] [--verify] [--help]\n"
+"\n"
+"Prices N European calls and puts, each by P paths of geometric Brownian\n"
+"motion S_T = S exp((r - sigma^2/2) T + sigma sqrt(T) Z), Z ~ N(0, 1),\n"
+"as discounted mean payoffs with their standard errors. Options come from\n"
+"the seed: S in [50, 150), K/S in [0.8, 1.25), T in [0.5, 2) years,\n"
+"r in [0, 0.06), sigma in [0.2, 0.5). Each subtask prices K options; on a\n"
+"CPU core with a splitmix64 stream per option and Box-Muller, on a GPU with\n"
+"cuRAND (Philox) and one block per option.\n"
+"\n"
+"  --options N      options (default %u; with --verify %u)\n"
+"  --paths P        paths per option, at least 2 (default %u; with --verify\n"
+"                   %u)\n"
+"  --per K          options per subtask (default: about 4 subtasks per stub\n"
+"                   of the chosen devices)\n"
+"  --seed S         seed of the options and the random numbers (default %u)\n"
+"  --device D       cpu, gpu or all (default all: CPU cores and GPUs)\n"
+"  --no-serial      skip the serial run, so no speedup is printed\n"
+"  --verify         every price within %.0f standard errors of Black-Scholes,\n"
+"                   and the mean squared error in standard errors within\n"
+"                   [0.5, 2] (1 expected); exit 1 if not. A correct run fails\n"
+"                   with probability about 6e-5 per price checked.\n"
+"\n"
+"Environment: PMLIB_NCPU (CPU stubs per host, default one per core),\n"
+"PMLIB_SCHED (pull, static or proportional), PMLIB_LOG. Under mpirun every\n"
+"host takes part; host 0 owns the options and prints the results.\n",
+           DEFAULT_OPTIONS, VERIFY_OPTIONS, DEFAULT_PATHS, VERIFY_PATHS,
+           DEFAULT_SEED, Z_BOUND);
+}
+
+/* Parsed before pm_init, so that --help and typos start no runtime. */
+static void parse_options(int argc, char **argv, struct options *o)
+{
+    *o = (struct options){0, 0, 0, DEFAULT_SEED, PM_DEVICE_ANY, 1, 0};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            usage();
+            exit(0);
+        } else if (strcmp(a, "--options") == 0 || strcmp(a, "-n") == 0) {
+            o->count = app_size_arg("montecarlo", a, val);
+            if (o->count == 0 || o->count > 0x7fffffff)
+                app_usage_error("montecarlo", "%s must be 1 to 2^31 - 1", a);
+            i++;
+        } else if (strcmp(a, "--paths") == 0) {
+            o->paths = app_size_arg("montecarlo", a, val);
+            if (o->paths < 2)
+                app_usage_error("montecarlo", "--paths must be at least 2");
+            i++;
+        } else if (strcmp(a, "--per") == 0) {
+            o->per = app_size_arg("montecarlo", a, val);
+            if (o->per == 0)
+                app_usage_error("montecarlo", "--per must be at least 1");
+            i++;
+        } else if (strcmp(a, "--seed") == 0) {
+            o->seed = app_size_arg("montecarlo", a, val);
+            i++;
+        } else if (strcmp(a, "--device") == 0) {
+            o->devices = app_device_arg("montecarlo", a, val);
+            i++;
+        } else if (strcmp(a, "--no-serial") == 0) {
+            o->serial = 0;
+        } else if (strcmp(a, "--verify") == 0) {
+            o->verify = 1;
+        } else {
+            app_usage_error("montecarlo", "unknown option '%s'", a);
+        }
+    }
+    if (o->count == 0)
+        o->count = o->verify ? VERIFY_OPTIONS : DEFAULT_OPTIONS;
+    if (o->paths == 0)
+        o->paths = o->verify ? VERIFY_PATHS : DEFAULT_PATHS;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Host 0: run both versions and check against Black-Scholes                 */
+/* ------------------------------------------------------------------------ */
+
+#define Z2_MIN_OPTIONS 100 /* fewer: the mean of z^2 is too noisy to judge */
+
+static double norm_cdf(double x)
+{
+    return 0.5 * erfc(-x / sqrt(2.0));
+}
+
+/* The closed form the simulation converges to. */
+static void black_scholes(const struct mc_option *op, double *call,
+                          double *put)
+{
+    double vol = op->sigma * sqrt(op->t), disc_k = op->k * exp(-op->r * op->t);
+    double d1 = (log(op->s / op->k) + (op->r + 0.5 * op->sigma * op->sigma)
+                 * op->t) / vol;
+    double d2 = d1 - vol;
+
+    *call = op->s * norm_cdf(d1) - disc_k * norm_cdf(d2);
+    *put = disc_k * norm_cdf(-d2) - op->s * norm_cdf(-d1);
+}
+
+/*
+ * z = (price - exact) / standard error is about N(0, 1) for a correct
+ * simulation: each |z| must be <= Z_BOUND, and the mean of z^2 near 1, which
+ * also catches standard errors that are too large to mean anything.
+ */
+static int close_enough(const struct mc_option *opt,
+                        const struct mc_price *price, uint64_t count)
+{
+    double worst = 0, sum_z2 = 0, mean_z2;
+    uint64_t bad = 0, first = 0;
+
+    for (uint64_t i = 0; i < count; i++) {
+        double call, put, z[2];
+
+        black_scholes(&opt[i], &call, &put);
+        z[0] = (price[i].call - call) / price[i].call_se;
+        z[1] = (price[i].put - put) / price[i].put_se;
+        for (int k = 0; k < 2; k++) {
+            sum_z2 += z[k] * z[k];
+            if (!(fabs(z[k]) <= worst)) /* NaN wins, so that it is reported */
+                worst = fabs(z[k]);
+            if (!(fabs(z[k]) <= Z_BOUND) && bad++ == 0)
+                first = i;
+        }
+    }
+    mean_z2 = sum_z2 / (2.0 * (double)count);
+    printf("verify: worst price %.2f standard errors from Black-Scholes "
+           "(bound %.0f), mean z^2 %.3f (1 expected)\n", worst, Z_BOUND,
+           mean_z2);
+    if (bad > 0)
+        printf("verify: %" PRIu64 " prices out of bound; first option %"
+               PRIu64 ": call %.4f +- %.4f, put %.4f +- %.4f\n", bad, first,
+               price[first].call, price[first].call_se, price[first].put,
+               price[first].put_se);
+    if (count >= Z2_MIN_OPTIONS && !(mean_z2 >= 0.5 && mean_z2 <= 2.0))
+        printf("verify: mean z^2 outside [0.5, 2]: the standard errors are "
+               "wrong\n");
+    return bad == 0 &&
+           (count < Z2_MIN_OPTIONS || (mean_z2 >= 0.5 && mean_z2 <= 2.0));
+}
+
+static void print_rate(const char *label, const struct montecarlo_conf *cf,
+                       double seconds)
+{
+    printf("%s %.3f s  %.0f options/s  %.3g paths/s\n", label, seconds,
+           (double)cf->count / seconds,
+           (double)cf->count * (double)cf->paths / seconds);
+}
+
+/* Runs the task once; returns the seconds spent in submit + wait. */
+static double run_pmlib(const struct options *o,
+                        const struct montecarlo_conf *cf, pm_memory_t opt,
+                        pm_memory_t price)
+{
+    pm_task_desc_t desc;
+    pm_task_stats_t st = {0};
+    pm_task_t task;
+    double t0, seconds;
+
+    APP_CHECK(pm_task_desc_init(&desc));
+    desc.callbacks = "montecarlo";
+    desc.subtasks = subtask_count(cf);
+    desc.conf = cf;
+    desc.conf_bytes = sizeof *cf;
+    desc.devices = o->devices;
+    APP_CHECK(pm_task_desc_add(&desc, opt, PM_READ));    /* MEM_OPTIONS */
+    APP_CHECK(pm_task_desc_add(&desc, price, PM_WRITE)); /* MEM_PRICES */
+
+    t0 = app_now();
+    APP_CHECK(pm_task_submit(&desc, &task));
+    APP_CHECK(pm_task_wait(task));
+    seconds = app_now() - t0;
+
+    print_rate("pmlib: ", cf, seconds);
+    app_add_stats(&st, task);
+    app_print_stats(&st);
+    APP_CHECK(pm_task_release(task));
+    return seconds;
+}
+
+/* Returns the serial run's seconds, or -1 when it is skipped. */
+static double run_serial(const struct options *o,
+                         const struct montecarlo_conf *cf,
+                         const struct mc_option *opt)
+{
+    struct mc_price *ref;
+    double t0, seconds;
+
+    if (!o->serial)
+        return -1;
+    ref = calloc(cf->count, sizeof *ref);
+    if (ref == NULL) {
+        fprintf(stderr, "montecarlo: no memory for the serial prices\n");
+        exit(1);
+    }
+    t0 = app_now();
+    montecarlo_serial(opt, ref, cf->count, cf->paths, cf->seed);
+    seconds = app_now() - t0;
+    print_rate("serial:", cf, seconds);
+    free(ref);
+    return seconds;
+}
+
+static int run(const struct options *o)
+{
+    struct montecarlo_conf cf = {o->count, o->per, o->paths, o->seed};
+    pm_memory_t opt, price;
+    double serial_s, pmlib_s;
+    const char *verdict = "skipped";
+
+    app_require_devices("montecarlo", o->devices, PMLIB_HAVE_CUDA);
+    if (cf.per == 0)
+        cf.per = app_default_per_subtask_on(cf.count, 1, o->devices);
+    if (cf.per > cf.count)
+        cf.per = cf.count;
+    printf("montecarlo: options=%" PRIu64 " paths=%" PRIu64 " per=%" PRIu64
+           " subtasks=%" PRIu64 " seed=%" PRIu64 " device=%s hosts=%d\n",
+           cf.count, cf.paths, cf.per, subtask_count(&cf), cf.seed,
+           app_device_name(o->devices), pm_host_count());
+
+    APP_CHECK(pm_memory_create(cf.count * sizeof(struct mc_option), &opt));
+    APP_CHECK(pm_memory_create(cf.count * sizeof(struct mc_price), &price));
+    make_options(pm_memory_data(opt), cf.count, cf.seed);
+    APP_CHECK(pm_memory_touch(opt)); /* written through the host pointer */
+
+    serial_s = run_serial(o, &cf, pm_memory_data(opt));
+    pmlib_s = run_pmlib(o, &cf, opt, price);
+    if (o->verify) {
+        verdict = close_enough(pm_memory_data(opt), pm_memory_data(price),
+                               cf.count) ? "OK" : "MISMATCH";
+        printf("verify: %s\n", verdict);
+    }
+    app_print_result("montecarlo", cf.count, serial_s, pmlib_s, verdict);
+    APP_CHECK(pm_memory_release(price));
+    APP_CHECK(pm_memory_release(opt));
+    return strcmp(verdict, "MISMATCH") == 0;
+}
+
+int main(int argc, char **argv)
+{
+    struct options opt;
+    pm_callbacks_t cb;
+    int status = 0;
+
+    parse_options(argc, argv, &opt);
+    APP_CHECK(pm_init(&argc, &argv));
+
+    /* Every host registers the callbacks; only host 0 owns data and submits. */
+    APP_CHECK(pm_callbacks_init(&cb));
+    cb.subscribe = montecarlo_subscribe;
+    cb.cpu = montecarlo_cpu;
+#if PMLIB_HAVE_CUDA
+    cb.cuda = montecarlo_cuda;
+#endif
+    APP_CHECK(pm_callbacks_register("montecarlo", &cb));
+    if (pm_host_id() == 0)
+        status = run(&opt);
+
+    APP_CHECK(pm_finalize());
+    return status;
+}
