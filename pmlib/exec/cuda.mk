@@ -5,7 +5,7 @@
 # Distributed whether or not this build has CUDA; compiled only with it.
 pmlib_libpmlib_core_la_SOURCES += pmlib/exec/cuda.h
 CUDA_SOURCES += pmlib/cuda/stub_kernels.cu
-EXTRA_DIST += tests/cuda/kernels.cu tests/cuda/kernels.h
+EXTRA_DIST += tests/cuda/kernels.cu tests/cuda/kernels.h tests/cuda/mpi-np2.sh tests/cuda/test_cuda_mpi.c
 
 if HAVE_CUDA
 pmlib_libpmlib_core_la_SOURCES += pmlib/exec/cuda.c
@@ -28,6 +28,13 @@ tests_cuda_test_cuda_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(PTHREAD_CFLAGS)
 tests_cuda_test_cuda_LDADD = tests/cuda/kernels.$(OBJEXT) pmlib/libpmlib.la $(CHECK_LIBS) \
 	$(CUDA_LDFLAGS) $(CUDA_LIBS) $(PTHREAD_LIBS) -lm
 EXTRA_tests_cuda_test_cuda_DEPENDENCIES = tests/cuda/kernels.$(OBJEXT)
+check_PROGRAMS += tests/cuda/test_cuda_mpi
+TESTS += tests/cuda/mpi-np2.sh
+tests_cuda_test_cuda_mpi_SOURCES = tests/cuda/test_cuda_mpi.c tests/cuda/kernels.h
+tests_cuda_test_cuda_mpi_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests/cuda
+tests_cuda_test_cuda_mpi_LDADD = tests/cuda/kernels.$(OBJEXT) pmlib/libpmlib.la \
+	$(CUDA_LDFLAGS) $(CUDA_LIBS) -lm
+EXTRA_tests_cuda_test_cuda_mpi_DEPENDENCIES = tests/cuda/kernels.$(OBJEXT)
 CLEANFILES += tests/cuda/kernels.$(OBJEXT)
 
 # A plain object (the test is a program), so no libtool wrapper is needed.
