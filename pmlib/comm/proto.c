@@ -354,8 +354,11 @@ void pm__proto_want_work_locked(pm__task_t *t)
             ask_copy_locked(t);
         return;
     }
-    if (t->desc.sched != PM_SCHED_PULL) { /* static shares never move */
-        drain_locked(t);
+    if (t->desc.sched != PM_SCHED_PULL) {
+        /* Static shares never move: drained once every local share is taken
+         * (a stub that has not started yet still holds its own). */
+        if (pm__ranges_left(t) == 0)
+            drain_locked(t);
         return;
     }
     if (t->steal_tried == 0)

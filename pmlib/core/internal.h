@@ -79,9 +79,16 @@ void pm__memory_free_all(void);
 
 #define PM__NAME_MAX 64
 
+/* How long a subtask of a callback set took on each device kind, across
+ * tasks: the scheduler's guess before a stub has timed a chunk itself. */
+typedef struct pm__cb_history {
+    atomic_uint_fast64_t ns_per_subtask[2]; /* [0] CPU, [1] GPU; 0 = unknown */
+} pm__cb_history_t;
+
 typedef struct pm__callbacks {
     char name[PM__NAME_MAX];
     pm_callbacks_t cb;
+    pm__cb_history_t *hist; /* stable while registered */
 } pm__callbacks_t;
 
 const pm__callbacks_t *pm__registry_find(const char *name);
@@ -132,7 +139,7 @@ typedef struct pm__stub_counts {
     _Alignas(64) uint64_t subtasks, steals;
     uint64_t bytes_to_gpu, bytes_from_gpu, gpu_cache_hits;
     atomic_uint_fast64_t chunk_ns; /* running average time per chunk, read by others */
-    atomic_int active;             /* the stub is inside the task's run loop */
+    atomic_int active;             /* may still take chunks of the task (left its run loop: 0) */
 } pm__stub_counts_t;
 
 /* Counters other hosts report when they drain. */

@@ -50,6 +50,11 @@ int pm_callbacks_register(const char *name, const pm_callbacks_t *cb)
         sets = n;
         capsets = cap;
     }
+    sets[nsets].hist = calloc(1, sizeof *sets[nsets].hist);
+    if (sets[nsets].hist == NULL) {
+        rc = PM__FAIL(PM_ENOMEM, "out of memory registering callbacks '%s'", name);
+        goto out_unlock;
+    }
     memcpy(sets[nsets].name, name, len + 1);
     sets[nsets].cb = *cb;
     nsets++;
@@ -60,6 +65,8 @@ out_unlock:
 
 void pm__registry_clear(void)
 {
+    for (int i = 0; i < nsets; i++)
+        free(sets[i].hist);
     free(sets);
     sets = NULL;
     nsets = capsets = 0;

@@ -270,6 +270,8 @@ int pm__task_create(const pm_task_desc_t *d, const pm__callbacks_t *cbs, pm__tas
     if (t->counts == NULL)
         goto nomem;
     memset(t->counts, 0, (size_t)pm__rt.nstubs * sizeof *t->counts);
+    for (int i = 0; i < pm__rt.nstubs; i++) /* every stub will look at the task */
+        atomic_init(&t->counts[i].active, 1);
     if (pm__rt.nhosts > 1) {
         int n = pm__rt.nstubs;
         t->running = calloc((size_t)n, sizeof *t->running);

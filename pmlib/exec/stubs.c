@@ -53,11 +53,22 @@ static void prepare_loop(pm__task_t *t, uint64_t k)
     }
 }
 
-/* A running average of the stub's time per chunk, for the scheduler. */
-static void note_time(pm__stub_counts_t *c, double seconds)
+static void average_in(atomic_uint_fast64_t *avg, uint64_t ns)
 {
-    uint64_t ns = (uint64_t)(seconds * 1e9) + 1, old = atomic_load_explicit(&c->chunk_ns, memory_order_relaxed);
-    atomic_store_explicit(&c->chunk_ns, old ? (3 * old + ns) / 4 : ns, memory_order_relaxed);
+    uint64_t old = atomic_load_explicit(avg, memory_order_relaxed);
+    atomic_store_explicit(avg, old ? (3 * old + ns) / 4 : ns, memory_order_relaxed);
+}
+
+/* Running averages of the stub's time per chunk (this task) and of its
+ * kind's time per subtask (these callbacks), for the scheduler. */
+static void note_time(const pm__stub_t *s, pm__task_t *t, uint64_t k, double seconds)
+{
+    uint64_t first = k * t->grain;
+    uint64_t n = first + t->grain < t->desc.subtasks ? t->grain : t->desc.subtasks - first;
+    uint64_t ns = (uint64_t)(seconds * 1e9) + 1;
+    average_in(&t->counts[s->index].chunk_ns, ns);
+    if (t->cbs.hist != NULL)
+        average_in(&t->cbs.hist->ns_per_subtask[s->ops->kind == PM_DEVICE_GPU], ns / n + 1);
 }
 
 static void run_loop(pm__stub_t *s, pm__task_t *t, uint64_t k)
@@ -87,7 +98,7 @@ static void run_loop(pm__stub_t *s, pm__task_t *t, uint64_t k)
 #endif
         else
             s->ops->run_chunk(s, t, k);
-        note_time(&t->counts[s->index], (pm__now() - t0) / nk);
+        note_time(s, t, k, (pm__now() - t0) / nk);
         if (t->running != NULL) {
             atomic_store(&t->running[s->index], UINT64_MAX);
             atomic_store(&t->copied[s->index], 0);

@@ -21,19 +21,31 @@ static int pull_init(pm__task_t *t, int nstubs)
  * Whether a slow stub (a CPU core beside GPUs) should take another chunk:
  * not when the faster stubs would finish every chunk left before it
  * finished this one, which would only make the task end later. Only faster
- * stubs still in the task's run loop count: they look at the ranges again
- * after their chunk, while one that left may be asleep.
+ * stubs that have not left the task count: they look at the ranges again,
+ * while one that left may be asleep.
  */
+/* A stub's time per chunk: measured in this task, else its kind's history
+ * with these callbacks, else 0 (unknown). */
+static uint64_t chunk_ns(const pm__task_t *t, int s)
+{
+    uint64_t ns = atomic_load_explicit(&t->counts[s].chunk_ns, memory_order_relaxed);
+    if (ns == 0 && t->cbs.hist != NULL)
+        ns = atomic_load_explicit(&t->cbs.hist->ns_per_subtask[pm__rt.stubs[s].ops->kind == PM_DEVICE_GPU],
+                                  memory_order_relaxed) * t->grain;
+    return ns;
+}
+
 static bool worth_taking(const pm__task_t *t, int stub)
 {
-    uint64_t mine = atomic_load_explicit(&t->counts[stub].chunk_ns, memory_order_relaxed);
+    uint64_t mine = chunk_ns(t, stub);
     if (mine == 0)
         return true;
     double rate = 0; /* chunks per ns of the stubs clearly faster than this one */
     for (int s = 0; s < t->sched->nstubs; s++) {
-        uint64_t ns = atomic_load_explicit(&t->counts[s].chunk_ns, memory_order_relaxed);
+        uint64_t ns = chunk_ns(t, s);
         if (s != stub && ns > 0 && ns * PM__SLOW_FACTOR < mine &&
-            atomic_load_explicit(&t->counts[s].active, memory_order_acquire))
+            atomic_load_explicit(&t->counts[s].active, memory_order_acquire) &&
+            pm__task_runnable_on(t, &pm__rt.stubs[s]))
             rate += 1.0 / (double)ns;
     }
     if (rate == 0)

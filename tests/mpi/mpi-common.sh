@@ -9,10 +9,19 @@ export OMPI_ALLOW_RUN_AS_ROOT OMPI_ALLOW_RUN_AS_ROOT_CONFIRM
 
 # mpi_run SECONDS N PROGRAM [ARGS...]: one job under a time limit, so that a
 # hang fails the test (status 124) instead of blocking `make check`.
+# Jobs of parallel `make -j check` runs take turns (flock, when installed):
+# each already oversubscribes the cores, and Open MPI jobs started at the
+# same moment have been seen to fail to launch ("could not access or
+# execute an executable", status 132).
 mpi_run() {
   mpi_limit=$1 mpi_n=$2
   shift 2
-  timeout "$mpi_limit" "$MPIEXEC" --oversubscribe -n "$mpi_n" "$@"
+  if command -v flock >/dev/null 2>&1; then
+    flock "${TMPDIR:-/tmp}/pmlib-mpi-tests.lock" \
+      timeout "$mpi_limit" "$MPIEXEC" --oversubscribe -n "$mpi_n" "$@"
+  else
+    timeout "$mpi_limit" "$MPIEXEC" --oversubscribe -n "$mpi_n" "$@"
+  fi
 }
 
 # mpi_fault_job SECONDS N PROGRAM: runs a job expected to fail, keeping its

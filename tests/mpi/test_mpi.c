@@ -397,6 +397,13 @@ START_TEST(test_cache_by_version)
     ck_assert_int_eq(run_stats(&d, &st3), PM_OK);
     ca_check(a, b, 3);
 
+    printf("cache: bytes moved %llu, %llu, %llu; remote subtasks %llu, "
+           "%llu, %llu\n", (unsigned long long)st1.bytes_moved,
+           (unsigned long long)st2.bytes_moved,
+           (unsigned long long)st3.bytes_moved,
+           (unsigned long long)st1.subtasks_remote,
+           (unsigned long long)st2.subtasks_remote,
+           (unsigned long long)st3.subtasks_remote);
     if (multi_host()) {
         /* Each other host holds a share and fetches the input once. */
         uint64_t min_in = (hosts - 1) * CA_IN_BYTES;
@@ -503,6 +510,11 @@ static void co_run(enum co_data kind, unsigned flags, pm_task_stats_t *st)
         ck_assert_msg(ov[i] == co_digest(av, i),
                       "subtask %llu's digest is wrong (flags %u, data %d)",
                       (unsigned long long)i, flags, (int)kind);
+    printf("compress (%s data, flags %u): %llu bytes moved, %llu sent, "
+           "%llu remote subtasks\n", kind == CO_PATTERN ? "pattern" : "random",
+           flags, (unsigned long long)st->bytes_moved,
+           (unsigned long long)st->bytes_sent,
+           (unsigned long long)st->subtasks_remote);
     if (multi_host()) {
         ck_assert_uint_gt(st->subtasks_remote, 0);
         ck_assert_uint_ge(st->bytes_moved,
