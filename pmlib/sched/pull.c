@@ -50,7 +50,11 @@ static bool worth_taking(const pm__task_t *t, int stub)
     }
     if (rate == 0)
         return true;
-    return (double)mine < (double)pm__ranges_left(t) / rate;
+    bool take = (double)mine < (double)pm__ranges_left(t) / rate;
+    pm__debug("task %llu stub %d: %llu ns per chunk, %llu chunks left, faster stubs %.0f ns per chunk: %s",
+              (unsigned long long)t->seq, stub, (unsigned long long)mine,
+              (unsigned long long)pm__ranges_left(t), 1.0 / rate, take ? "takes" : "leaves them");
+    return take;
 }
 
 static bool pull_take(pm__task_t *t, int stub, uint64_t *chunk)
