@@ -270,7 +270,7 @@ static void heartbeat(void)
 
 static void nap(int idle_rounds)
 {
-    struct timespec ts = {0, idle_rounds < 16 ? 2000 : idle_rounds < 256 ? 20000 : 200000};
+    struct timespec ts = {0, idle_rounds < 16 ? 5000 : idle_rounds < 128 ? 50000 : 1000000};
     nanosleep(&ts, NULL);
 }
 
