@@ -414,8 +414,9 @@ void pm__proto_on_copy_reply(int src, pm__rbuf_t *m)
             pm__debug("task %llu: running a copy of chunk %llu of host %d", (unsigned long long)seq,
                       (unsigned long long)chunk, src);
             pm__ranges_install(t, chunk, chunk + 1);
-            t->copies += (int)(chunk * t->grain + t->grain < t->desc.subtasks ? t->grain
-                                                                              : t->desc.subtasks - chunk * t->grain);
+            uint64_t first, last;
+            pm__chunk_span(t, chunk, &first, &last);
+            t->copies += (int)(last - first);
             pthread_cond_broadcast(&pm__rt.work_cv);
         } else {
             t->copy_tried++;
@@ -516,8 +517,8 @@ static void put_pieces(pm__wbuf_t *b, pm__task_t *t, uint64_t first, uint64_t la
 
 void pm__proto_after_chunk(pm__task_t *t, uint64_t chunk, pm_device_kind_t kind)
 {
-    uint64_t first = chunk * t->grain;
-    uint64_t last = first + t->grain < t->desc.subtasks ? first + t->grain : t->desc.subtasks;
+    uint64_t first, last;
+    pm__chunk_span(t, chunk, &first, &last);
     pm__wbuf_t b = {0};
     pm__wbuf_u64(&b, t->seq);
     pm__wbuf_u64(&b, chunk);

@@ -211,6 +211,13 @@ typedef struct pm__task {
     pm_task_stats_t stats;
 } pm__task_t;
 
+/* The subtasks [first, last) of a chunk. */
+static inline void pm__chunk_span(const pm__task_t *t, uint64_t chunk, uint64_t *first, uint64_t *last)
+{
+    *first = chunk * t->grain;
+    *last = *first + t->grain < t->desc.subtasks ? *first + t->grain : t->desc.subtasks;
+}
+
 /* Records a failure of subtask `id`; the lowest id's message is the one
  * logged, once, when the task finishes. */
 void pm__task_fail(pm__task_t *t, int status, uint64_t id, const char *fmt, ...)

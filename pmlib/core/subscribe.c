@@ -108,8 +108,8 @@ int pm_subscribe(pm_subscription_t *sub, int mem, pm_access_t access, size_t off
 int pm__subscribe_chunk(pm__task_t *t, uint64_t chunk)
 {
     pm__chunk_subs_t *cs = &t->chunk_subs[chunk];
-    uint64_t first = chunk * t->grain;
-    uint64_t last = first + t->grain < t->desc.subtasks ? first + t->grain : t->desc.subtasks;
+    uint64_t first, last;
+    pm__chunk_span(t, chunk, &first, &last);
     cs->start = malloc((size_t)(last - first + 1) * sizeof *cs->start);
     if (cs->start == NULL) {
         pm__task_fail(t, PM_ENOMEM, first, "out of memory recording subscriptions");

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "reduce/acc.h"
+#include "exec/subs.h"
 
 typedef struct cpu_priv {
     unsigned char *scratch[PM_MAX_TASK_MEMORIES];
@@ -33,49 +33,13 @@ static void cpu_fini(pm__stub_t *s)
     s->priv = NULL;
 }
 
-/* The subscriptions of one subtask. */
-typedef struct subs_view {
-    const pm__sub_t *r;
-    uint32_t n;
-} subs_view_t;
-
-static subs_view_t subs_of(const pm__task_t *t, uint64_t chunk, uint64_t id)
-{
-    subs_view_t v = {NULL, 0};
-    if (t->chunk_subs == NULL)
-        return v;
-    const pm__chunk_subs_t *cs = &t->chunk_subs[chunk];
-    uint64_t k = id - chunk * t->grain;
-    v.r = cs->recs + cs->start[k];
-    v.n = cs->start[k + 1] - cs->start[k];
-    return v;
-}
-
-/* Hull [lo, hi) of the subtask's subscriptions of memory m; false if none. */
-static bool hull(subs_view_t v, int m, uint64_t *lo, uint64_t *hi)
-{
-    bool any = false;
-    for (uint32_t i = 0; i < v.n; i++) {
-        const pm__sub_t *r = &v.r[i];
-        if (r->mem != m)
-            continue;
-        uint64_t a = r->offset, b = r->offset + (r->count - 1) * r->stride + r->block;
-        if (!any || a < *lo)
-            *lo = a;
-        if (!any || b > *hi)
-            *hi = b;
-        any = true;
-    }
-    return any;
-}
-
 typedef struct private_out {
     bool used, direct;
     uint64_t lo;
 } private_out_t;
 
 /* Points info->mem[m] of each reduced memory at a fresh private output. */
-static int open_private(pm__stub_t *s, pm__task_t *t, pm__accset_t *acc, subs_view_t v,
+static int open_private(pm__stub_t *s, pm__task_t *t, pm__accset_t *acc, pm__subs_view_t v,
                         pm_subtask_info_t *info, private_out_t *out)
 {
     cpu_priv_t *p = s->priv;
@@ -85,7 +49,7 @@ static int open_private(pm__stub_t *s, pm__task_t *t, pm__accset_t *acc, subs_vi
         if (t->desc.mem[m].reduce == PM_REDUCE_NONE)
             continue;
         info->mem[m] = NULL;
-        if (!hull(v, m, &lo, &hi))
+        if (!pm__subs_hull(v, m, &lo, &hi))
             continue;
         out[m] = (private_out_t){.used = true, .direct = acc->acc[m].data == NULL, .lo = lo};
         if (out[m].direct) {
@@ -109,19 +73,15 @@ static int open_private(pm__stub_t *s, pm__task_t *t, pm__accset_t *acc, subs_vi
 }
 
 /* Merges each private output into the chunk's accumulator. */
-static int close_private(pm__stub_t *s, pm__task_t *t, pm__accset_t *acc, subs_view_t v,
+static int close_private(pm__stub_t *s, pm__task_t *t, pm__accset_t *acc, pm__subs_view_t v,
                          const private_out_t *out)
 {
     cpu_priv_t *p = s->priv;
     for (int m = 0; m < t->desc.nmem; m++) {
         if (!out[m].used)
             continue;
-        /* The union of the subtask's written ranges, so no byte merges twice. */
         pm__acc_t w = {0};
-        int rc = 0;
-        for (uint32_t i = 0; i < v.n && rc == 0; i++)
-            if (v.r[i].mem == m && (v.r[i].access & PM_WRITE))
-                rc = pm__acc_cover(&w, v.r[i].offset, v.r[i].offset + v.r[i].block);
+        int rc = pm__subs_written(v, m, &w);
         for (uint32_t i = 0; i < w.ncov && rc == 0; i++) {
             if (out[m].direct)
                 rc = pm__acc_cover(&acc->acc[m], w.cov[i].lo, w.cov[i].hi);
@@ -150,8 +110,8 @@ static const char *merge_failure(int rc)
 
 static void cpu_run_chunk(pm__stub_t *s, pm__task_t *t, uint64_t chunk)
 {
-    uint64_t first = chunk * t->grain;
-    uint64_t last = first + t->grain < t->desc.subtasks ? first + t->grain : t->desc.subtasks;
+    uint64_t first, last;
+    pm__chunk_span(t, chunk, &first, &last);
     pm_subtask_info_t info = {.count = t->desc.subtasks, .nmem = t->desc.nmem,
                               .conf = t->conf, .conf_bytes = t->desc.conf_bytes,
                               .host = pm__rt.host, .stub = s->index,
@@ -164,7 +124,7 @@ static void cpu_run_chunk(pm__stub_t *s, pm__task_t *t, uint64_t chunk)
     pm__accset_t *acc = t->nred ? pm__accset_new() : NULL;
     private_out_t out[PM_MAX_TASK_MEMORIES];
     for (uint64_t id = first; id < last; id++) {
-        subs_view_t v = subs_of(t, chunk, id);
+        pm__subs_view_t v = pm__subs_of(t, chunk, id);
         info.id = id;
         if (t->nred) {
             int rc = acc ? open_private(s, t, acc, v, &info, out) : PM_ENOMEM;

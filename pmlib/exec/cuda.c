@@ -25,7 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "reduce/acc.h"
+#include "exec/subs.h"
 #include "reduce/ops.h"
 
 #define SLOTS 2                        /* subtasks in flight per GPU */
@@ -155,60 +155,6 @@ typedef struct run {
     pm_subtask_info_t info;
     bool pinned[PM_MAX_TASK_MEMORIES];
 } run_t;
-
-/* ---- subscriptions (the same walk as the CPU stub's) -------------------- */
-
-typedef struct subs_view {
-    const pm__sub_t *r;
-    uint32_t n;
-} subs_view_t;
-
-static subs_view_t subs_of(const pm__task_t *t, uint64_t chunk, uint64_t id)
-{
-    subs_view_t v = {NULL, 0};
-    if (t->chunk_subs == NULL)
-        return v;
-    const pm__chunk_subs_t *cs = &t->chunk_subs[chunk];
-    uint64_t k = id - chunk * t->grain;
-    v.r = cs->recs + cs->start[k];
-    v.n = cs->start[k + 1] - cs->start[k];
-    return v;
-}
-
-/* Hull [lo, hi) of the subscriptions of memory m in v; false if none. */
-static bool hull(subs_view_t v, int m, uint64_t *lo, uint64_t *hi)
-{
-    bool any = false;
-    for (uint32_t i = 0; i < v.n; i++) {
-        const pm__sub_t *r = &v.r[i];
-        if (r->mem != m)
-            continue;
-        uint64_t a = r->offset, b = r->offset + (r->count - 1) * r->stride + r->block;
-        if (!any || a < *lo)
-            *lo = a;
-        if (!any || b > *hi)
-            *hi = b;
-        any = true;
-    }
-    return any;
-}
-
-/* The union of the ranges of reduced memory m that v writes (reduced
- * memories have no strided subscriptions), so no byte merges twice. */
-static int written_union(subs_view_t v, int m, pm__acc_t *w)
-{
-    int rc = 0;
-    for (uint32_t i = 0; i < v.n && rc == 0; i++)
-        if (v.r[i].mem == m && (v.r[i].access & PM_WRITE))
-            rc = pm__acc_cover(w, v.r[i].offset, v.r[i].offset + v.r[i].block);
-    return rc;
-}
-
-static void chunk_span(const pm__task_t *t, uint64_t chunk, uint64_t *first, uint64_t *last)
-{
-    *first = chunk * t->grain;
-    *last = *first + t->grain < t->desc.subtasks ? *first + t->grain : t->desc.subtasks;
-}
 
 /* ---- failures ----------------------------------------------------------- */
 
@@ -401,7 +347,7 @@ static void pool_put(cuda_priv_t *p, dev_buf_t *b)
 
 /* Whether e holds exactly the parts of memory m that v subscribes. The
  * memory's index may differ between tasks, so only the geometry counts. */
-static bool same_parts(const cache_entry_t *e, subs_view_t v, int m)
+static bool same_parts(const cache_entry_t *e, pm__subs_view_t v, int m)
 {
     uint32_t k = 0;
     for (uint32_t i = 0; i < v.n; i++) {
@@ -422,7 +368,7 @@ static bool same_parts(const cache_entry_t *e, subs_view_t v, int m)
  * version of the same range found on the way are dropped: they never hit
  * again. */
 static cache_entry_t *cache_find(cuda_priv_t *p, const pm__memory_t *mem, uint64_t lo,
-                                 uint64_t hi, subs_view_t v, int m)
+                                 uint64_t hi, pm__subs_view_t v, int m)
 {
     cache_entry_t *e = p->bucket[bucket_of(mem->handle, lo, hi)];
     while (e != NULL) {
@@ -440,7 +386,7 @@ static cache_entry_t *cache_find(cuda_priv_t *p, const pm__memory_t *mem, uint64
 
 /* A new entry (not yet filled) for memory m's parts in v. */
 static int cache_insert(cuda_priv_t *p, const pm__memory_t *mem, uint64_t lo, uint64_t hi,
-                        subs_view_t v, int m, cache_entry_t **out)
+                        pm__subs_view_t v, int m, cache_entry_t **out)
 {
     cache_entry_t *victim = p->ncache >= CACHE_MAX ? cache_victim(p) : NULL;
     if (victim != NULL)
@@ -665,7 +611,7 @@ static int fresh_fill(run_t *r, slot_t *sl, int m, void *nat, uint64_t lo, uint6
 }
 
 /* A non-reduced memory the task may write: a pooled buffer, read parts in. */
-static int open_plain(run_t *r, slot_t *sl, subs_view_t v, int m, void **nat)
+static int open_plain(run_t *r, slot_t *sl, pm__subs_view_t v, int m, void **nat)
 {
     mem_use_t *u = &sl->use[m];
     int rc = pool_get(r->p, u->hi - u->lo, &u->buf);
@@ -677,7 +623,7 @@ static int open_plain(run_t *r, slot_t *sl, subs_view_t v, int m, void **nat)
 }
 
 /* A read-only memory: the cached copy of its parts, or a new one. */
-static int open_cached(run_t *r, slot_t *sl, subs_view_t v, int m, void **nat)
+static int open_cached(run_t *r, slot_t *sl, pm__subs_view_t v, int m, void **nat)
 {
     mem_use_t *u = &sl->use[m];
     const pm__memory_t *mem = r->t->mems[m];
@@ -732,14 +678,14 @@ static int open_reduced(run_t *r, slot_t *sl, chunk_state_t *cs, int m, void **n
 }
 
 /* Gives every subscribed memory a device buffer; unsubscribed ones are NULL. */
-static int open_all(run_t *r, slot_t *sl, chunk_state_t *cs, subs_view_t v,
+static int open_all(run_t *r, slot_t *sl, chunk_state_t *cs, pm__subs_view_t v,
                     pm_subtask_info_t *info)
 {
     for (int m = 0; m < r->t->desc.nmem; m++) {
         mem_use_t *u = &sl->use[m];
         void *nat = NULL;
         int rc = 0;
-        if (hull(v, m, &u->lo, &u->hi)) {
+        if (pm__subs_hull(v, m, &u->lo, &u->hi)) {
             if (r->t->desc.mem[m].reduce != PM_REDUCE_NONE)
                 rc = open_reduced(r, sl, cs, m, &nat);
             else if (r->t->desc.mem[m].access == PM_READ)
@@ -803,7 +749,7 @@ static int merge_range(run_t *r, slot_t *sl, chunk_state_t *cs, int m, uint64_t 
 
 /* Enqueues the subtask's built-in reduce merges behind those of lower ids
  * (the chunk's `merged` event orders them across streams). */
-static int after_callback(run_t *r, slot_t *sl, chunk_state_t *cs, subs_view_t v)
+static int after_callback(run_t *r, slot_t *sl, chunk_state_t *cs, pm__subs_view_t v)
 {
     int rc = 0;
     for (int m = 0; m < r->t->desc.nmem && rc == 0; m++) {
@@ -811,7 +757,7 @@ static int after_callback(run_t *r, slot_t *sl, chunk_state_t *cs, subs_view_t v
         if (k != USE_DIRECT && k != USE_MERGE)
             continue;
         pm__acc_t w = {0};
-        rc = written_union(v, m, &w);
+        rc = pm__subs_written(v, m, &w);
         if (rc == 0 && k == USE_MERGE)
             rc = PM__CUDA(QUIET, cudaStreamWaitEvent(sl->stream, cs->merged, 0));
         for (uint32_t i = 0; i < w.ncov && rc == 0; i++)
@@ -826,7 +772,7 @@ static int after_callback(run_t *r, slot_t *sl, chunk_state_t *cs, subs_view_t v
 
 /* Copies a custom-reduced output home and merges it into the chunk's host
  * accumulator with the task's reduce callback, in id order. */
-static int merge_custom(run_t *r, slot_t *sl, subs_view_t v, int m)
+static int merge_custom(run_t *r, slot_t *sl, pm__subs_view_t v, int m)
 {
     cuda_priv_t *p = r->p;
     const mem_use_t *u = &sl->use[m];
@@ -839,7 +785,7 @@ static int merge_custom(run_t *r, slot_t *sl, subs_view_t v, int m)
     }
     pm__acc_t w = {0};
     pm__sub_t q;
-    int rc = written_union(v, m, &w);
+    int rc = pm__subs_written(v, m, &w);
     for (uint32_t i = 0; i < w.ncov && rc == 0; i++)
         rc = copy_out(r, sl, pm__natural(u->buf.ptr, u->lo), pm__natural(p->scratch, u->lo), false,
                       range_parts(&q, m, w.cov[i].lo, w.cov[i].hi));
@@ -859,14 +805,14 @@ static int merge_custom(run_t *r, slot_t *sl, subs_view_t v, int m)
 static int setup_accumulators(run_t *r, slot_t *sl, chunk_state_t *cs)
 {
     const pm__task_t *t = r->t;
-    subs_view_t all = {NULL, 0};
+    pm__subs_view_t all = {NULL, 0};
     if (t->chunk_subs != NULL)
-        all = (subs_view_t){t->chunk_subs[cs->chunk].recs, t->chunk_subs[cs->chunk].n};
+        all = (pm__subs_view_t){t->chunk_subs[cs->chunk].recs, t->chunk_subs[cs->chunk].n};
     int rc = 0;
     for (int m = 0; m < t->desc.nmem && rc == 0; m++) {
         pm_reduce_op_t op = t->desc.mem[m].reduce;
         uint64_t lo = 0, hi = 0;
-        if (op == PM_REDUCE_NONE || op == PM_REDUCE_CUSTOM || !hull(all, m, &lo, &hi))
+        if (op == PM_REDUCE_NONE || op == PM_REDUCE_CUSTOM || !pm__subs_hull(all, m, &lo, &hi))
             continue;
         cs->dlo[m] = lo;
         rc = pool_get(r->p, hi - lo, &cs->dacc[m]);
@@ -885,7 +831,7 @@ static chunk_state_t *chunk_begin(run_t *r, slot_t *sl, uint64_t chunk)
     cs->busy = true;
     cs->setup_rc = 0;
     cs->chunk = chunk;
-    chunk_span(r->t, chunk, &cs->first, &cs->last);
+    pm__chunk_span(r->t, chunk, &cs->first, &cs->last);
     memset(cs->direct_taken, 0, sizeof cs->direct_taken);
     if (r->t->nred == 0 || p->broken)
         return cs;
@@ -980,7 +926,7 @@ static void issue(run_t *r, slot_t *sl, chunk_state_t *cs, uint64_t id)
         fail(r, id, cs->setup_rc, "%s", open_failure(cs->setup_rc));
         return;
     }
-    subs_view_t v = subs_of(r->t, cs->chunk, id);
+    pm__subs_view_t v = pm__subs_of(r->t, cs->chunk, id);
     pm_subtask_info_t info = r->info;
     info.id = id;
     int rc = open_all(r, sl, cs, v, &info);
@@ -1000,7 +946,7 @@ static void issue(run_t *r, slot_t *sl, chunk_state_t *cs, uint64_t id)
 
 /* Brings a subtask's outputs home: the written parts of plain memories and
  * custom-reduced outputs (built-in ones stay in the chunk's accumulator). */
-static int close_all(run_t *r, slot_t *sl, subs_view_t v)
+static int close_all(run_t *r, slot_t *sl, pm__subs_view_t v)
 {
     int rc = 0;
     for (int m = 0; m < r->t->desc.nmem && rc == 0; m++) {
@@ -1031,7 +977,7 @@ static void retire(run_t *r, slot_t *sl)
         sl->failed = true;
     }
     if (!sl->failed) {
-        int rc = close_all(r, sl, subs_of(r->t, cs->chunk, sl->id));
+        int rc = close_all(r, sl, pm__subs_of(r->t, cs->chunk, sl->id));
         if (rc != 0)
             fail(r, sl->id, rc, "%s", close_failure(rc));
     }
@@ -1073,7 +1019,7 @@ void pm__cuda_run_chunks(pm__stub_t *s, pm__task_t *t, const uint64_t *chunks, i
     run_init(&r, s, t);
     for (int c = 0; c < n; c++) {
         uint64_t first, last;
-        chunk_span(t, chunks[c], &first, &last);
+        pm__chunk_span(t, chunks[c], &first, &last);
         chunk_state_t *cs = NULL;
         for (uint64_t id = first; id < last; id++) {
             slot_t *sl = next_slot(r.p);

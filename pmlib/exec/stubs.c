@@ -63,8 +63,9 @@ static void average_in(atomic_uint_fast64_t *avg, uint64_t ns)
  * kind's time per subtask (these callbacks), for the scheduler. */
 static void note_time(const pm__stub_t *s, pm__task_t *t, uint64_t k, double seconds)
 {
-    uint64_t first = k * t->grain;
-    uint64_t n = first + t->grain < t->desc.subtasks ? t->grain : t->desc.subtasks - first;
+    uint64_t first, last;
+    pm__chunk_span(t, k, &first, &last);
+    uint64_t n = last - first;
     uint64_t ns = (uint64_t)(seconds * 1e9) + 1;
     average_in(&t->counts[s->index].chunk_ns, ns);
     if (t->cbs.hist != NULL)
@@ -90,8 +91,8 @@ static void run_loop(pm__stub_t *s, pm__task_t *t, uint64_t k)
             nk += t->policy->take(t, s->index, &ks[1]);
             pm__cuda_run_chunks(s, t, ks, nk);
             if (nk == 2) {
-                uint64_t f2 = ks[1] * t->grain;
-                uint64_t l2 = f2 + t->grain < t->desc.subtasks ? f2 + t->grain : t->desc.subtasks;
+                uint64_t f2, l2;
+                pm__chunk_span(t, ks[1], &f2, &l2);
                 atomic_fetch_add(&t->subtasks_done, l2 - f2);
             }
         }
@@ -105,8 +106,8 @@ static void run_loop(pm__stub_t *s, pm__task_t *t, uint64_t k)
         }
         uint64_t next;
         bool more = t->policy->take(t, s->index, &next);
-        uint64_t first = k * t->grain;
-        uint64_t last = first + t->grain < t->desc.subtasks ? first + t->grain : t->desc.subtasks;
+        uint64_t first, last;
+        pm__chunk_span(t, k, &first, &last);
         atomic_fetch_add(&t->subtasks_done, last - first);
         if (!more) /* before the last report: the task may end with it */
             atomic_store(&t->counts[s->index].active, 0);
