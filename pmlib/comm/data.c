@@ -25,7 +25,12 @@
 typedef struct pm__mirror {
     pm__memory_t mem; /* first, so a task's mems[] entry leads back here */
     pthread_mutex_t lock;
+    pthread_cond_t filled; /* some requested range arrived (or failed) */
     pm__acc_t valid;
+    /* Contiguous ranges some stub has asked host 0 for and not yet received:
+     * another stub needing them waits instead of asking again. */
+    pm__range_t *inflight;
+    uint32_t ninflight, capinflight;
     struct pm__mirror *next;
 } pm__mirror_t;
 
@@ -54,6 +59,7 @@ pm__memory_t *pm__data_mirror(uint64_t handle, size_t bytes, uint64_t version)
         }
         mr->mem = (pm__memory_t){.handle = handle, .data = data, .bytes = bytes, .version = version};
         pthread_mutex_init(&mr->lock, NULL);
+        pthread_cond_init(&mr->filled, NULL);
         mr->next = mirrors;
         mirrors = mr;
     }
@@ -70,7 +76,9 @@ pm__memory_t *pm__data_mirror(uint64_t handle, size_t bytes, uint64_t version)
 static void mirror_free(pm__mirror_t *mr)
 {
     pthread_mutex_destroy(&mr->lock);
+    pthread_cond_destroy(&mr->filled);
     pm__acc_free(&mr->valid);
+    free(mr->inflight);
     free(mr->mem.data);
     free(mr);
 }
@@ -274,22 +282,66 @@ static bool is_valid(const pm__acc_t *valid, uint64_t lo, uint64_t hi)
     return false;
 }
 
-/* Adds the parts of [lo, hi) of memory m that the mirror lacks. */
-static int add_missing(recs_t *v, int m, const pm__acc_t *valid, uint64_t lo, uint64_t hi)
+static bool overlaps_inflight(const pm__mirror_t *mr, uint64_t lo, uint64_t hi)
 {
+    for (uint32_t i = 0; i < mr->ninflight; i++)
+        if (mr->inflight[i].lo < hi && lo < mr->inflight[i].hi)
+            return true;
+    return false;
+}
+
+static int add_inflight(pm__mirror_t *mr, uint64_t lo, uint64_t hi)
+{
+    if (mr->ninflight == mr->capinflight) {
+        uint32_t cap = mr->capinflight ? mr->capinflight * 2 : 8;
+        pm__range_t *n = realloc(mr->inflight, cap * sizeof *n);
+        if (n == NULL)
+            return PM_ENOMEM;
+        mr->inflight = n;
+        mr->capinflight = cap;
+    }
+    mr->inflight[mr->ninflight++] = (pm__range_t){lo, hi};
+    return 0;
+}
+
+static void drop_inflight(pm__mirror_t *mr, uint64_t lo, uint64_t hi)
+{
+    for (uint32_t i = 0; i < mr->ninflight; i++)
+        if (mr->inflight[i].lo == lo && mr->inflight[i].hi == hi) {
+            mr->inflight[i] = mr->inflight[--mr->ninflight];
+            return;
+        }
+}
+
+/* A missing part [lo, hi): asked for already (then *wait), or asked for now. */
+static int want_part(recs_t *v, int m, pm__mirror_t *mr, uint64_t lo, uint64_t hi, bool *wait)
+{
+    if (overlaps_inflight(mr, lo, hi)) {
+        *wait = true;
+        return 0;
+    }
+    int rc = add_inflight(mr, lo, hi);
+    return rc ? rc : recs_add(v, m, lo, hi - lo, 0, 1);
+}
+
+/* Adds the parts of [lo, hi) of memory m that the mirror lacks (mirror locked). */
+static int add_missing(recs_t *v, int m, pm__mirror_t *mr, uint64_t lo, uint64_t hi, bool *wait)
+{
+    const pm__acc_t *valid = &mr->valid;
     uint64_t pos = lo;
-    for (uint32_t i = 0; i < valid->ncov && pos < hi; i++) {
+    int rc = 0;
+    for (uint32_t i = 0; i < valid->ncov && pos < hi && rc == 0; i++) {
         if (valid->cov[i].hi <= pos)
             continue;
         if (valid->cov[i].lo >= hi)
             break;
-        if (valid->cov[i].lo > pos && recs_add(v, m, pos, valid->cov[i].lo - pos, 0, 1) != 0)
-            return PM_ENOMEM;
+        if (valid->cov[i].lo > pos)
+            rc = want_part(v, m, mr, pos, valid->cov[i].lo, wait);
         pos = valid->cov[i].hi;
     }
-    if (pos < hi)
-        return recs_add(v, m, pos, hi - pos, 0, 1);
-    return 0;
+    if (pos < hi && rc == 0)
+        rc = want_part(v, m, mr, pos, hi, wait);
+    return rc;
 }
 
 static bool strided_valid(const pm__acc_t *valid, const pm__sub_t *r)
@@ -300,8 +352,9 @@ static bool strided_valid(const pm__acc_t *valid, const pm__sub_t *r)
     return true;
 }
 
-/* What chunk `chunk` reads and this host's mirrors lack. */
-static int missing_reads(pm__task_t *t, uint64_t chunk, recs_t *out)
+/* What chunk `chunk` reads and this host's mirrors lack; *wait when some of
+ * it is on its way for another stub. */
+static int missing_reads(pm__task_t *t, uint64_t chunk, recs_t *out, bool *wait)
 {
     const pm__chunk_subs_t *cs = &t->chunk_subs[chunk];
     pm__acc_t want[PM_MAX_TASK_MEMORIES] = {{0}};
@@ -325,20 +378,62 @@ static int missing_reads(pm__task_t *t, uint64_t chunk, recs_t *out)
         pm__mirror_t *mr = mirror_of(t->mems[m]);
         pthread_mutex_lock(&mr->lock);
         for (uint32_t i = 0; i < want[m].ncov && rc == 0; i++)
-            rc = add_missing(out, m, &mr->valid, want[m].cov[i].lo, want[m].cov[i].hi);
+            rc = add_missing(out, m, mr, want[m].cov[i].lo, want[m].cov[i].hi, wait);
         pthread_mutex_unlock(&mr->lock);
         pm__acc_free(&want[m]);
     }
     return rc;
 }
 
+/* Waits until no range another stub asked for is still on its way. */
+static void wait_inflight(pm__task_t *t)
+{
+    for (int m = 0; m < t->desc.nmem; m++) {
+        pm__mirror_t *mr = mirror_of(t->mems[m]);
+        pthread_mutex_lock(&mr->lock);
+        while (mr->ninflight > 0)
+            pthread_cond_wait(&mr->filled, &mr->lock);
+        pthread_mutex_unlock(&mr->lock);
+    }
+}
+
+static int fetch_once(pm__task_t *t, uint64_t chunk, bool *wait);
+
 int pm__data_fetch(pm__task_t *t, uint64_t chunk)
 {
     if (t->chunk_subs == NULL)
         return 0;
+    /* Ranges another stub is fetching are waited for, then looked at again
+     * (a fetch that failed leaves them missing, and this stub asks itself). */
+    for (;;) {
+        bool wait = false;
+        int rc = fetch_once(t, chunk, &wait);
+        if (rc != 0 || !wait)
+            return rc;
+        wait_inflight(t);
+    }
+}
+
+static void done_inflight(const fetch_t *f)
+{
+    for (size_t i = 0; i < f->recs.n; i++) {
+        const rec_t *r = &f->recs.r[i];
+        if (r->count != 1)
+            continue;
+        pm__mirror_t *mr = mirror_of(f->t->mems[r->m]);
+        pthread_mutex_lock(&mr->lock);
+        drop_inflight(mr, r->offset, r->offset + r->block);
+        pthread_cond_broadcast(&mr->filled);
+        pthread_mutex_unlock(&mr->lock);
+    }
+}
+
+static int fetch_once(pm__task_t *t, uint64_t chunk, bool *wait)
+{
     fetch_t f = {.t = t};
-    int rc = missing_reads(t, chunk, &f.recs);
+    int rc = missing_reads(t, chunk, &f.recs, wait);
     if (rc != 0 || f.recs.n == 0) {
+        done_inflight(&f);
         free(f.recs.r);
         if (rc != 0)
             pm__task_fail(t, rc, chunk * t->grain, "out of memory listing the inputs of chunk %llu",
@@ -358,6 +453,7 @@ int pm__data_fetch(pm__task_t *t, uint64_t chunk)
     pthread_mutex_unlock(&f.lock);
     pthread_cond_destroy(&f.cv);
     pthread_mutex_destroy(&f.lock);
+    done_inflight(&f);
     free(f.recs.r);
     if (f.status != 0)
         pm__task_fail(t, f.status, chunk * t->grain, "host %d could not fetch the inputs of chunk %llu (%s)",
