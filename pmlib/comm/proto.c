@@ -330,6 +330,7 @@ static void ask_copy_locked(pm__task_t *t)
         return;
     }
     t->copy_pending = 1;
+    pm__debug("task %llu: asks host %d for a copy of a straggler", (unsigned long long)t->seq, h);
     pm__wbuf_t b = {0};
     pm__wbuf_u64(&b, t->seq);
     pm__comm_send(h, PM__TAG_COPY_REQ, &b);
@@ -366,14 +367,24 @@ void pm__proto_want_work_locked(pm__task_t *t)
     ask_next_victim_locked(t);
 }
 
-/* A chunk running here long enough to be worth a copy elsewhere. */
+/* Replies to a copy request: a chunk id, or one of these. */
+#define PM__COPY_NONE UINT64_MAX        /* nothing runs or waits here: stop asking */
+#define PM__COPY_RETRY (UINT64_MAX - 1) /* chunks still wait or just started: ask again */
+
+/* A chunk running here long enough (1 ms) to be worth a copy elsewhere. */
 static uint64_t straggler_locked(pm__task_t *t)
 {
-    uint64_t now = (uint64_t)(pm__now() * 1e9), best = UINT64_MAX, oldest = UINT64_MAX;
+    uint64_t now = (uint64_t)(pm__now() * 1e9), best = PM__COPY_NONE, oldest = UINT64_MAX;
     int pick = -1;
     for (int s = 0; s < pm__rt.nstubs; s++) {
         uint64_t c = atomic_load(&t->running[s]), since = atomic_load(&t->running_since[s]);
-        if (c == UINT64_MAX || atomic_load(&t->copied[s]) || now - since < 2000000 || since >= oldest)
+        if (c == UINT64_MAX || atomic_load(&t->copied[s]))
+            continue;
+        if (now - since < 1000000) {
+            best = best == PM__COPY_NONE ? PM__COPY_RETRY : best;
+            continue;
+        }
+        if (since >= oldest)
             continue;
         oldest = since;
         best = c;
@@ -381,17 +392,19 @@ static uint64_t straggler_locked(pm__task_t *t)
     }
     if (pick >= 0)
         atomic_store(&t->copied[pick], 1);
+    else if (pm__ranges_left(t) > 0)
+        best = PM__COPY_RETRY;
     return best;
 }
 
 void pm__proto_on_copy_req(int src, pm__rbuf_t *m)
 {
-    uint64_t seq = pm__rbuf_u64(m), chunk = UINT64_MAX;
+    uint64_t seq = pm__rbuf_u64(m), chunk = PM__COPY_NONE;
     if (m->bad)
         return;
     pthread_mutex_lock(&pm__rt.lock);
     pm__task_t *t = pm__task_find_locked(seq);
-    if (t != NULL && t->remote && t->running != NULL && can_copy(t))
+    if (t != NULL && t->remote && t->running != NULL && can_copy(t) && !t->drain_sent)
         chunk = straggler_locked(t);
     pthread_mutex_unlock(&pm__rt.lock);
     pm__wbuf_t b = {0};
@@ -410,7 +423,9 @@ void pm__proto_on_copy_reply(int src, pm__rbuf_t *m)
     pm__task_t *t = pm__task_find_locked(seq);
     if (t != NULL && t->state == PM__TASK_RUN && !t->drain_sent && t->copy_pending) {
         t->copy_pending = 0;
-        if (chunk < t->nchunks) {
+        if (chunk == PM__COPY_RETRY) {
+            ask_copy_locked(t); /* the same host again */
+        } else if (chunk < t->nchunks) {
             pm__debug("task %llu: running a copy of chunk %llu of host %d", (unsigned long long)seq,
                       (unsigned long long)chunk, src);
             pm__ranges_install(t, chunk, chunk + 1);

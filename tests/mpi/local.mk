@@ -3,12 +3,12 @@
 # runs under `mpiexec --oversubscribe` through the wrappers below.
 MPI_TEST_WRAPPERS = tests/mpi/np1.sh tests/mpi/np2.sh tests/mpi/np3.sh \
 	tests/mpi/np4.sh tests/mpi/fault-callback.sh tests/mpi/fault-missing.sh \
-	tests/mpi/fault-kill.sh tests/mpi/arraysum-np.sh
+	tests/mpi/fault-kill.sh tests/mpi/arraysum-np.sh tests/mpi/multi-assign.sh
 EXTRA_DIST += $(MPI_TEST_WRAPPERS) tests/mpi/mpi-common.sh
 
 if PM_TESTS
 check_PROGRAMS += tests/mpi/test_mpi tests/mpi/fault_callback \
-	tests/mpi/fault_missing tests/mpi/fault_kill
+	tests/mpi/fault_missing tests/mpi/fault_kill tests/mpi/multi_assign
 TESTS += $(MPI_TEST_WRAPPERS)
 AM_TESTS_ENVIRONMENT += MPIEXEC='$(MPIEXEC)'; export MPIEXEC;
 
@@ -21,4 +21,6 @@ tests_mpi_fault_missing_SOURCES = tests/mpi/fault_missing.c
 tests_mpi_fault_missing_LDADD = pmlib/libpmlib.la
 tests_mpi_fault_kill_SOURCES = tests/mpi/fault_kill.c
 tests_mpi_fault_kill_LDADD = pmlib/libpmlib.la
+tests_mpi_multi_assign_SOURCES = tests/mpi/multi_assign.c
+tests_mpi_multi_assign_LDADD = pmlib/libpmlib.la
 endif
