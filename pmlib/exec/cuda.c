@@ -178,9 +178,36 @@ static void fail(const run_t *r, uint64_t id, int status, const char *fmt, ...)
 static const char *open_failure(int rc)
 {
     if (rc == PM_ENOMEM)
-        return "out of device memory for its buffers even after evicting the gpu cache "
-               "(it should go back to a cpu stub; not wired yet)";
+        return "out of device memory for its buffers even after evicting the gpu cache, and "
+               "it cannot run on a cpu instead (no cpu callback, cpus excluded, or a reduced memory)";
     return "setting up its device buffers failed";
+}
+
+/*
+ * Out of device memory even after eviction: the subtask runs with its cpu
+ * callback, on this thread, over the host copies. Only for tasks without
+ * reduced memories (their accumulator for this chunk lives on the GPU).
+ * Returns 0 when it ran (a failing callback is then recorded as usual).
+ */
+static int run_on_cpu(const run_t *r, uint64_t id)
+{
+    const pm__task_t *t = r->t;
+    if (t->cbs.cb.cpu == NULL || t->nred > 0 || !(t->desc.devices & PM_DEVICE_CPU))
+        return PM_ENOTSUP;
+    pm_subtask_info_t info = r->info;
+    info.id = id;
+    info.device = PM_DEVICE_CPU;
+    info.device_index = -1;
+    for (int m = 0; m < t->desc.nmem; m++)
+        info.mem[m] = t->mems[m]->data;
+    pm__info("subtask %llu runs on the cpu: gpu %d is out of memory", (unsigned long long)id,
+             r->p->gpu.ordinal);
+    int rc = t->cbs.cb.cpu(&info);
+    if (rc != 0)
+        pm__task_fail(r->t, PM_ECALLBACK, id,
+                      "subtask %llu: the cpu callback (run because gpu %d was out of memory) returned %d "
+                      "on host %d", (unsigned long long)id, r->p->gpu.ordinal, rc, pm__rt.host);
+    return 0;
 }
 
 static const char *close_failure(int rc)
@@ -930,6 +957,8 @@ static void issue(run_t *r, slot_t *sl, chunk_state_t *cs, uint64_t id)
     pm_subtask_info_t info = r->info;
     info.id = id;
     int rc = open_all(r, sl, cs, v, &info);
+    if (rc == PM_ENOMEM && run_on_cpu(r, id) == 0)
+        return; /* the slot stays marked failed: nothing to bring home from the gpu */
     if (rc != 0) {
         fail(r, id, rc == PM_ENOMEM ? PM_ENOMEM : PM_ECUDA, "%s", open_failure(rc));
         return;

@@ -318,6 +318,27 @@ START_TEST(test_cache_evicts_when_device_full)
 }
 END_TEST
 
+/* Only with PMLIB_TEST_EXCLUSIVE_GPU=1: with the GPU full, subtasks whose
+ * buffers do not fit run with their cpu callback instead, and none fails. */
+START_TEST(test_out_of_device_memory_runs_on_cpu)
+{
+    const char *v = getenv("PMLIB_TEST_EXCLUSIVE_GPU");
+    if (v == NULL || strcmp(v, "1") != 0)
+        return;
+    const uint64_t n = (uint64_t)32 << 20; /* 256 MiB of doubles, 32 MiB per subtask */
+    pm_task_desc_t d;
+    slice_conf_t c;
+    tu_init_ncpu("1");
+    reg("gpu-slices-cpu", slice_subscribe, slice_cpu, slice_cuda, NULL);
+    pm_memory_t m = slice_task(&d, &c, "gpu-slices-cpu", n, 8);
+    ck_assert_int_eq(tk_hog((size_t)8 << 20), 0);
+    ck_assert_int_eq(tu_run(&d), PM_OK);
+    ck_assert_int_eq(tk_unhog(), 0);
+    check_slices(m, n);
+    tu_teardown();
+}
+END_TEST
+
 /* Memories the program page-locked are copied without the staging buffers. */
 START_TEST(test_pinned_memories_copy_directly)
 {
@@ -732,6 +753,7 @@ int main(void)
     tcase_set_timeout(env, 120);
     tcase_add_test(env, test_env_picks_gpus);
     tcase_add_test(env, test_cache_evicts_at_memory_limit);
+    tcase_add_test(env, test_out_of_device_memory_runs_on_cpu);
     tcase_add_test(env, test_cache_evicts_when_device_full);
     suite_add_tcase(s, env);
     return tu_run_suite(s);
