@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 
 PACKAGES="build-essential autoconf automake libtool pkg-config \
   libopenmpi-dev openmpi-bin zlib1g-dev check libsubunit-dev \
-  libopenblas-dev libfftw3-dev gzip"
+  libopenblas-dev libfftw3-dev gzip python3"
 
 missing=""
 for p in $PACKAGES; do

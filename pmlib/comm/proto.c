@@ -490,7 +490,11 @@ int pm__proto_before_chunk(pm__task_t *t, uint64_t chunk)
 {
     if (t->chunk_subs != NULL && t->chunk_subs[chunk].start == NULL)
         pm__subscribe_chunk(t, chunk);
-    return pm__data_fetch(t, chunk);
+    double t0 = pm__now();
+    int rc = pm__data_fetch(t, chunk);
+    if (pm__trace_on())
+        pm__trace_span(-1, PM__TRACE_FETCH, t->seq, chunk, t0, pm__now());
+    return rc;
 }
 
 static void put_status(pm__wbuf_t *b, pm__task_t *t)

@@ -352,6 +352,14 @@ void pm__proto_serve(void);                     /* other hosts: start running ta
 void pm__progress_start(void);
 void pm__progress_stop(void);
 
+/* PMLIB_TRACE (trace/trace.c). */
+enum pm__trace_what { PM__TRACE_CHUNK, PM__TRACE_SUBSCRIBE, PM__TRACE_FETCH, PM__TRACE_TASK };
+void pm__trace_init(void);
+int pm__trace_on(void);
+/* Records a span on a stub's track (stub < 0: the tasks track). */
+void pm__trace_span(int stub, int what, uint64_t task, uint64_t chunk, double t0, double t1);
+void pm__trace_finish(void);
+
 /* ---- the runtime ------------------------------------------------------- */
 
 typedef struct pm__runtime {

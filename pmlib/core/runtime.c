@@ -110,6 +110,7 @@ int pm_init(int *argc, char ***argv)
         return rc;
     }
     pm__rt.initialized = 1;
+    pm__trace_init();
     pm__progress_start();
     pm__info("pmlib %s: host %d of %d, %d cpu and %d gpu stubs, %s scheduling", pm_version(),
              pm__rt.host, pm__rt.nhosts, pm__rt.ncpu, pm__rt.nstubs - pm__rt.ncpu,
@@ -129,6 +130,7 @@ int pm_finalize(void)
     pm__progress_stop();
     pm__comm_shutdown();
     pm__stubs_stop();
+    pm__trace_finish();
     pm__comm_finalize();
     int rc = pm__rt.host != 0 ? pm__rt.first_failure : 0;
     pm__task_free_all();

@@ -554,6 +554,7 @@ static void task_finish(pm__task_t *t)
     if (pm__rt.nhosts > 1)
         pm__proto_task_finished(t);
     t->t_end = pm__now();
+    pm__trace_span(-1, PM__TRACE_TASK, t->seq, t->nchunks, t->t_submit, t->t_end);
     fill_stats(t);
     if (t->status != 0) {
         if (t->nfailed > 1)

@@ -39,11 +39,13 @@ static enum job find_work_locked(pm__stub_t *s, pm__task_t **task, uint64_t *chu
 
 /* After a stub counts its last chunk done it must not read the task again:
  * another stub may finish it and the program free it; hence `n`. */
-static void prepare_loop(pm__task_t *t, uint64_t k)
+static void prepare_loop(const pm__stub_t *s, pm__task_t *t, uint64_t k)
 {
     const uint64_t n = t->nchunks;
     for (;;) {
+        double t0 = pm__now();
         pm__subscribe_chunk(t, k);
+        pm__trace_span(s->index, PM__TRACE_SUBSCRIBE, t->seq, k, t0, pm__now());
         uint64_t next = atomic_fetch_add(&t->prep_next, 1);
         if (atomic_fetch_add(&t->prep_done, 1) + 1 == n)
             pm__task_prepared(t);
@@ -99,7 +101,9 @@ static void run_loop(pm__stub_t *s, pm__task_t *t, uint64_t k)
 #endif
         else
             s->ops->run_chunk(s, t, k);
-        note_time(s, t, k, (pm__now() - t0) / nk);
+        double t1 = pm__now();
+        note_time(s, t, k, (t1 - t0) / nk);
+        pm__trace_span(s->index, PM__TRACE_CHUNK, t->seq, k, t0, t1);
         if (t->running != NULL) {
             atomic_store(&t->running[s->index], UINT64_MAX);
             atomic_store(&t->copied[s->index], 0);
@@ -142,7 +146,7 @@ static void *stub_main(void *arg)
         }
         pthread_mutex_unlock(&pm__rt.lock);
         if (j == JOB_PREPARE)
-            prepare_loop(t, k);
+            prepare_loop(s, t, k);
         else
             run_loop(s, t, k);
         pthread_mutex_lock(&pm__rt.lock);
