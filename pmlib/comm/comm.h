@@ -30,8 +30,6 @@ enum pm__tag {
 
 /* Queues a message; takes the buffer. Thread-safe; never blocks on MPI. */
 void pm__comm_send(int dest, int tag, pm__wbuf_t *msg);
-/* Whether the job has several hosts. */
-static inline bool pm__multi_host(void) { return pm__rt.nhosts > 1; }
 
 /* Handlers, run on the comm thread. */
 typedef void (*pm__handler_fn)(int src, pm__rbuf_t *msg);

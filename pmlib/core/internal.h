@@ -183,7 +183,7 @@ typedef struct pm__task {
     bool remote;             /* run here on behalf of host 0 */
     uint64_t *host_lo, *host_hi; /* host 0: each host's initial share */
     struct pm__task *next_remote; /* remote tasks until host 0 ends them */
-    int inprogress;          /* rt lock: chunks held by this host's stubs */
+    int inprogress;          /* rt lock: chunks held by this host's stubs (remote tasks) */
     int steal_pending, steal_victim, steal_tried, drained, drain_sent; /* rt lock */
     int copy_pending, copy_tried, copies_done, copies;                 /* rt lock */
     /* Multi-assign: the chunk each stub runs (UINT64_MAX: none), when it
@@ -342,7 +342,6 @@ void pm__proto_task_started(pm__task_t *t);     /* host 0: send it to every host
 void pm__proto_want_work_locked(pm__task_t *t); /* no chunk here: ask other hosts */
 int pm__proto_before_chunk(pm__task_t *t, uint64_t chunk); /* remote: subscribe, fetch */
 void pm__proto_after_chunk(pm__task_t *t, uint64_t chunk, pm_device_kind_t kind); /* remote: report */
-void pm__proto_took_chunk_locked(pm__task_t *t);
 void pm__proto_task_finished(pm__task_t *t);    /* host 0: tell every host */
 void pm__proto_memory_released(uint64_t handle);
 void pm__proto_serve(void);                     /* other hosts: start running tasks */

@@ -1192,15 +1192,6 @@ const pm__device_ops_t pm__cuda_ops = {
     .fini = cuda_fini,
 };
 
-int pm__cuda_stub_info(const pm__stub_t *s, pm__gpu_info_t *out)
-{
-    const cuda_priv_t *p = s->priv;
-    if (s->ops != &pm__cuda_ops || p == NULL)
-        return PM_EINVAL;
-    *out = p->gpu;
-    return 0;
-}
-
 bool pm__cuda_stub_usable(const pm__stub_t *s)
 {
     const cuda_priv_t *p = s->priv;

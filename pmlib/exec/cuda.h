@@ -50,9 +50,6 @@ extern const pm__device_ops_t pm__cuda_ops;
  */
 void pm__cuda_run_chunks(pm__stub_t *s, pm__task_t *t, const uint64_t *chunks, int n);
 
-/* The GPU behind an initialized GPU stub. */
-int pm__cuda_stub_info(const pm__stub_t *s, pm__gpu_info_t *out);
-
 /* False once a sticky CUDA error has made the stub's GPU unusable for the
  * rest of the process: the stub should take no more work. */
 bool pm__cuda_stub_usable(const pm__stub_t *s);

@@ -27,7 +27,7 @@ static enum job find_work_locked(pm__stub_t *s, pm__task_t **task, uint64_t *chu
         } else if (t->state == PM__TASK_RUN && pm__task_runnable_on(t, s)) {
             if (t->policy->take(t, s->index, chunk)) {
                 *task = t;
-                t->inprogress++;
+                t->inprogress += t->remote; /* counted where a host drains */
                 return JOB_RUN;
             }
             if (pm__rt.nhosts > 1)
