@@ -177,3 +177,34 @@ void app_print_result(const char *app, uint64_t n, double serial_s,
     printf(" verify=%s\n", verify);
     fflush(stdout);
 }
+
+unsigned app_runs_arg(const char *prog, const char *opt, const char *text)
+{
+    uint64_t runs = app_size_arg(prog, opt, text);
+
+    if (runs == 0 || runs > APP_MAX_RUNS)
+        app_usage_error(prog, "%s '%s': must be 1 to %u", opt, text,
+                        APP_MAX_RUNS);
+    return (unsigned)runs;
+}
+
+void app_runs_record(struct app_runs *r, double seconds)
+{
+    if (r->done == 0 || seconds < r->best)
+        r->best = seconds;
+    if (r->done++ == 0)
+        r->first = seconds;
+    if (r->runs > 1)
+        printf("pmlib run %u/%u:  %.3f s", r->done, r->runs, seconds);
+    else
+        printf("pmlib:  %.3f s", seconds);
+}
+
+void app_print_result_runs(const char *app, uint64_t n, double serial_s,
+                           const struct app_runs *r, const char *verify)
+{
+    if (r->done > 1)
+        printf("pmlib:  %.3f s, best of %u runs (first %.3f s)\n", r->best,
+               r->done, r->first);
+    app_print_result(app, n, serial_s, r->best, verify);
+}

@@ -1,6 +1,7 @@
 /*
  * Helpers shared by the sample apps and benchmarks: a wall clock, a checked
- * pmlib call, size arguments and the one-line result every app prints.
+ * pmlib call, size arguments, the one-line result every app prints and the
+ * times of repeated runs (--runs).
  * They are here so that each app file shows only its own computation.
  */
 #ifndef APPCOMMON_H
@@ -54,5 +55,46 @@ _Noreturn void app_usage_error(const char *prog, const char *fmt, ...)
  */
 void app_print_result(const char *app, uint64_t n, double serial_s,
                       double pmlib_s, const char *verify);
+
+/* ------------------------------------------------------------------------ */
+/* --runs: the pmlib part run several times on the same memories            */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * The first run in a process pays one-time costs (CUDA context, cuBLAS
+ * handles, cuFFT plans, page-locking) that a program repeating the work pays
+ * once; the apps report the best run and show the first beside it.
+ */
+
+/** The most runs --runs accepts. */
+#define APP_MAX_RUNS 1000u
+
+/**
+ * The value of --runs (`opt`), 1 to APP_MAX_RUNS; anything else prints one
+ * line naming the option and exits 2.
+ */
+unsigned app_runs_arg(const char *prog, const char *opt, const char *text);
+
+/** The times of a series of runs; start with {.runs = N}. */
+struct app_runs {
+    unsigned runs; /* runs asked for */
+    unsigned done; /* runs recorded so far */
+    double first, best;
+};
+
+/**
+ * Records one run's seconds and starts its line on stdout: "pmlib:  0.412 s"
+ * for a single run, "pmlib run 2/3:  0.398 s" in a series. The caller adds
+ * its own figures and the newline.
+ */
+void app_runs_record(struct app_runs *r, double seconds);
+
+/**
+ * app_print_result with the best run as the pmlib time. After more than one
+ * run, the line before it says so:
+ *   pmlib:  0.398 s, best of 3 runs (first 0.412 s)
+ */
+void app_print_result_runs(const char *app, uint64_t n, double serial_s,
+                           const struct app_runs *r, const char *verify);
 
 #endif /* APPCOMMON_H */

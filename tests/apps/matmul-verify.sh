@@ -11,6 +11,9 @@ small="-n 300 --rows 16" # 19 subtasks, the last one of 12 rows
 
 PMLIB_NCPU=2 "$app" --verify --device cpu
 PMLIB_NCPU=2 "$app" $small --verify --device cpu
+out=$(PMLIB_NCPU=2 "$app" $small --runs 3 --verify --device cpu)
+echo "$out"
+echo "$out" | grep -q "best of 3 runs (first "
 PMLIB_NCPU=2 timeout 120 "${MPIEXEC:-mpiexec}" --oversubscribe -n 2 \
   "$app" $small --verify --device cpu
 
