@@ -155,8 +155,9 @@ static void usage(void)
 "                   the chosen devices, a multiple of %u)\n"
 "  --kernel K       GPU code: cublas (default) or simple (a plain kernel)\n"
 "  --runs K         run the pmlib product K times on the same matrices\n"
-"                   (default 1) and report the best; the first also pays\n"
-"                   one-time costs (CUDA context, cuBLAS handles, ...)\n"
+"                   (default 1) and report the best; every run copies A\n"
+"                   and B afresh, the first also pays one-time costs\n"
+"                   (CUDA context, cuBLAS handles, ...)\n"
 "  --device D       cpu, gpu or all (default all: CPU cores and GPUs)\n"
 "  --no-serial      skip the serial run, so no speedup is printed\n"
 "  --verify         check every element against the serial product:\n"
@@ -358,9 +359,14 @@ static int run(const struct options *o)
     APP_CHECK(pm_memory_touch(b));
 
     serial_s = run_serial(o, cf.n, pm_memory_data(a), pm_memory_data(b), &ref);
-    /* Each run overwrites all of C from A and B, which stay as filled. */
-    for (unsigned r = 0; r < o->runs; r++)
+    /* Each run overwrites all of C from A and B, which stay as filled. The
+     * touches make every run start from host memory: no run reuses copies
+     * of A or B that an earlier one left on GPUs or other hosts. */
+    for (unsigned r = 0; r < o->runs; r++) {
+        APP_CHECK(pm_memory_touch(a));
+        APP_CHECK(pm_memory_touch(b));
         run_pmlib(o, &cf, a, b, c, &times);
+    }
     if (o->verify) {
         verdict = close_enough(pm_memory_data(c), ref, pm_memory_data(a),
                                pm_memory_data(b), cf.n) ? "OK" : "MISMATCH";

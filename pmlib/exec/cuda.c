@@ -28,7 +28,7 @@
 #include "exec/subs.h"
 #include "reduce/ops.h"
 
-#define SLOTS 2                        /* subtasks in flight per GPU */
+#define SLOTS 3                        /* subtasks in flight per GPU: copy in, run, copy out */
 #define CHUNK_STATES (SLOTS + 1)       /* chunks with subtasks in flight, plus one starting */
 #define STAGE_BYTES ((size_t)8 << 20)  /* each of a stream's two pinned staging halves */
 #define POOL_MAX 64                    /* idle device buffers kept for reuse */
@@ -36,6 +36,7 @@
 #define CACHE_MAX 4096                 /* cached ranges; the LRU ones go beyond */
 #define MAX_PITCH ((uint64_t)1 << 30)  /* larger strides copy row by row */
 #define QUIET PM__LOG_DEBUG            /* failures a subtask's message reports */
+#define NO_MIRROR 1                    /* not an error: use buffers of the hull instead */
 
 /* In pmlib/cuda/ (reduce_kernels.cu, stub_kernels.cu); both return a cudaError_t. */
 int pm__cuda_reduce_apply(pm_reduce_op_t op, pm_type_t type, void *into, const void *from,
@@ -92,7 +93,27 @@ typedef struct cache_entry {
     struct cache_entry *hnext, *newer, *older;
 } cache_entry_t;
 
-enum use_kind { USE_NONE, USE_CACHED, USE_PLAIN, USE_DIRECT, USE_MERGE, USE_CUSTOM };
+/*
+ * A whole memory kept on the device. Subtasks work on it in place: their
+ * read parts are copied in only where `valid` lacks them, and what they
+ * write is copied home (write-through) and becomes valid for the version
+ * the task leaves behind, so the next task of an iterative program finds
+ * the previous task's output on the GPU that made it.
+ */
+typedef struct mirror {
+    uint64_t handle, bytes;
+    uint64_t version;      /* what `valid` describes */
+    pm__acc_t valid;       /* bytes equal to the host's at `version`, once `filled` is reached */
+    pm__acc_t writing;     /* bytes this GPU's subtasks write in the running task */
+    pm__acc_t pending;     /* of those, the ones copied home: valid at version + 1 */
+    dev_buf_t buf;
+    cudaEvent_t filled;    /* after the latest copy into it, on whichever stream made it */
+    int refs;              /* subtasks in flight using it */
+    uint64_t used;         /* LRU tick */
+    struct mirror *next;
+} mirror_t;
+
+enum use_kind { USE_NONE, USE_CACHED, USE_PLAIN, USE_DIRECT, USE_MERGE, USE_CUSTOM, USE_MIRROR };
 
 /* How a subtask in flight holds one memory. */
 typedef struct mem_use {
@@ -100,6 +121,8 @@ typedef struct mem_use {
     uint64_t lo, hi;      /* hull of its subscriptions of the memory */
     dev_buf_t buf;        /* USE_PLAIN, USE_MERGE, USE_CUSTOM */
     cache_entry_t *entry; /* USE_CACHED */
+    mirror_t *mirror;     /* USE_MIRROR */
+    bool sent;            /* its written parts are already on their way home */
 } mem_use_t;
 
 /* Reduce state of one chunk: a device accumulator per memory with a built-in
@@ -141,6 +164,8 @@ typedef struct cuda_priv {
     cache_entry_t *bucket[CACHE_BUCKETS];
     cache_entry_t *newest, *oldest;
     int ncache;
+    mirror_t *mirrors;
+    uint64_t tick;
     size_t held, cap;     /* device bytes held; idle ones are trimmed above cap */
     unsigned char *scratch; /* host copy of a custom-reduced output */
     size_t scratch_cap;
@@ -310,8 +335,10 @@ static cache_entry_t *cache_victim(cuda_priv_t *p)
     return NULL;
 }
 
+static bool mirror_evict(cuda_priv_t *p);
+
 /* Frees one idle buffer: a pooled one first (it holds no data anyone wants),
- * else the LRU cache entry. False when nothing is idle. */
+ * else the LRU cache entry, else the LRU mirror. False when nothing is idle. */
 static bool release_idle(cuda_priv_t *p)
 {
     if (p->npool > 0) {
@@ -319,10 +346,11 @@ static bool release_idle(cuda_priv_t *p)
         return true;
     }
     cache_entry_t *e = cache_victim(p);
-    if (e == NULL)
-        return false;
-    cache_drop(p, e);
-    return true;
+    if (e != NULL) {
+        cache_drop(p, e);
+        return true;
+    }
+    return mirror_evict(p);
 }
 
 /* cudaMalloc that makes room: idle buffers go while the stub holds more
@@ -451,6 +479,106 @@ static int cache_insert(cuda_priv_t *p, const pm__memory_t *mem, uint64_t lo, ui
     return 0;
 }
 
+/* ---- mirrors: whole memories kept on the device ------------------------- */
+
+static void mirror_free(cuda_priv_t *p, mirror_t *mr)
+{
+    dev_free(p, &mr->buf);
+    if (mr->filled != NULL)
+        PM__CUDA(QUIET, cudaEventDestroy(mr->filled));
+    pm__acc_free(&mr->valid);
+    pm__acc_free(&mr->writing);
+    pm__acc_free(&mr->pending);
+    free(mr);
+}
+
+/* Drops the least recently used mirror no subtask holds; its bytes are all
+ * at home already (written parts go home before their subtask retires). */
+static bool mirror_evict(cuda_priv_t *p)
+{
+    mirror_t **victim = NULL;
+    for (mirror_t **pp = &p->mirrors; *pp != NULL; pp = &(*pp)->next)
+        if ((*pp)->refs == 0 && (victim == NULL || (*pp)->used < (*victim)->used))
+            victim = pp;
+    if (victim == NULL)
+        return false;
+    mirror_t *mr = *victim;
+    *victim = mr->next;
+    mirror_free(p, mr);
+    return true;
+}
+
+/* Brings what the mirror knows up to the memory's version: the bytes this
+ * GPU wrote and sent home in the task that made this version stay valid;
+ * anything else may have changed. */
+static void mirror_sync(mirror_t *mr, uint64_t version)
+{
+    if (mr->version == version)
+        return;
+    if (version == mr->version + 1 && mr->pending.ncov > 0) {
+        pm__acc_t t = mr->valid;
+        mr->valid = mr->pending;
+        mr->pending = t;
+    } else {
+        mr->valid.ncov = 0;
+    }
+    mr->pending.ncov = 0;
+    mr->writing.ncov = 0;
+    mr->version = version;
+}
+
+/* The mirror of `mem`, made if need be; NULL (no error) when the memory is
+ * too large to mirror, or there is no room: the caller then uses buffers of
+ * the subscribed hull instead. */
+static mirror_t *mirror_of(cuda_priv_t *p, const pm__memory_t *mem)
+{
+    mirror_t *mr = p->mirrors;
+    while (mr != NULL && mr->handle != mem->handle)
+        mr = mr->next;
+    if (mr == NULL) {
+        if (mem->bytes == 0 || mem->bytes > p->cap / 2 || (mr = calloc(1, sizeof *mr)) == NULL)
+            return NULL;
+        if (dev_alloc(p, mem->bytes, &mr->buf) != 0 ||
+            PM__CUDA(QUIET, cudaEventCreateWithFlags(&mr->filled, cudaEventDisableTiming)) != 0) {
+            mirror_free(p, mr);
+            PM__CUDA(QUIET, cudaGetLastError());
+            last_cuda_error = cudaSuccess; /* not the subtask's failure: it falls back */
+            return NULL;
+        }
+        mr->handle = mem->handle;
+        mr->bytes = mem->bytes;
+        mr->version = mem->version;
+        mr->next = p->mirrors;
+        p->mirrors = mr;
+    }
+    mirror_sync(mr, mem->version);
+    mr->used = ++p->tick;
+    return mr;
+}
+
+/* Whether the rows of part q all lie in one range of `a` each, or whether
+ * any of them touches `a`. */
+static bool part_covered(const pm__acc_t *a, const pm__sub_t *q)
+{
+    for (uint64_t k = 0; k < q->count; k++)
+        if (!pm__acc_covers(a, q->offset + k * q->stride, q->offset + k * q->stride + q->block))
+            return false;
+    return true;
+}
+
+static bool part_touches(const pm__acc_t *a, const pm__sub_t *q)
+{
+    for (uint64_t k = 0; k < q->count && a->ncov > 0; k++)
+        if (pm__acc_touches(a, q->offset + k * q->stride, q->offset + k * q->stride + q->block))
+            return true;
+    return false;
+}
+
+static int part_apply(pm__acc_t *a, const pm__sub_t *q, bool add)
+{
+    return pm__acc_apply_rows(a, q->offset, q->block, q->stride, q->count, add);
+}
+
 /* ---- copies between host and device -------------------------------------- */
 
 /* Which records of a subscription list a copy moves. */
@@ -573,9 +701,10 @@ static int out_piece(slot_t *sl, const void *dev_nat, void *host_nat, bool pinne
     return rc ? rc : urc;
 }
 
-/* Copies the parts device -> host and waits until they are there. */
+/* Copies the parts device -> host and waits until they are there; page-
+ * locked ones with `wait` false are only enqueued on the slot's stream. */
 static int copy_out(run_t *r, slot_t *sl, const void *dev_nat, void *host_nat, bool pinned,
-                    parts_t ps)
+                    parts_t ps, bool wait)
 {
     pending_t pd = {0};
     int rc = 0;
@@ -593,7 +722,7 @@ static int copy_out(run_t *r, slot_t *sl, const void *dev_nat, void *host_nat, b
     int urc = unstage(sl, &pd, host_nat);
     if (rc == 0)
         rc = urc;
-    if (rc == 0 && pinned)
+    if (rc == 0 && pinned && wait)
         rc = PM__CUDA(QUIET, cudaStreamSynchronize(sl->stream));
     return rc;
 }
@@ -682,6 +811,59 @@ static int open_cached(run_t *r, slot_t *sl, pm__subs_view_t v, int m, void **na
     return rc;
 }
 
+/*
+ * A non-reduced memory on its mirror: read parts the mirror lacks come in
+ * (behind copies other streams made into it), written parts stop being
+ * valid until they are home. A subtask whose reads meet bytes another
+ * subtask of the task writes here gets buffers of its own instead (returns
+ * NO_MIRROR): a copy in must never overwrite an output on its way home.
+ */
+static int open_mirror(run_t *r, slot_t *sl, pm__subs_view_t v, int m, void **nat)
+{
+    const pm__memory_t *mem = r->t->mems[m];
+    mirror_t *mr = mirror_of(r->p, mem);
+    if (mr == NULL)
+        return NO_MIRROR;
+    for (uint32_t i = 0; i < v.n; i++)
+        if (v.r[i].mem == m && (v.r[i].access & PM_READ) && part_touches(&mr->writing, &v.r[i]))
+            return NO_MIRROR;
+    int rc = PM__CUDA(QUIET, cudaStreamWaitEvent(sl->stream, mr->filled, 0));
+    bool copied = false, read = false;
+    for (uint32_t i = 0; i < v.n && rc == 0; i++) {
+        const pm__sub_t *q = &v.r[i];
+        if (q->mem != m || !(q->access & PM_READ))
+            continue;
+        read = true;
+        if (part_covered(&mr->valid, q))
+            continue;
+        rc = copy_in(r, sl, mr->buf.ptr, mem->data, r->pinned[m], (parts_t){q, 1, m, PM_READ});
+        if (rc == 0)
+            rc = part_apply(&mr->valid, q, true);
+        copied = true;
+    }
+    if (rc == 0 && copied)
+        rc = PM__CUDA(QUIET, cudaEventRecord(mr->filled, sl->stream));
+    else if (rc == 0 && read)
+        r->cnt->gpu_cache_hits++;
+    for (uint32_t i = 0; i < v.n && rc == 0; i++) {
+        const pm__sub_t *q = &v.r[i];
+        if (q->mem == m && (q->access & PM_WRITE)) {
+            rc = part_apply(&mr->valid, q, false);
+            if (rc == 0)
+                rc = part_apply(&mr->writing, q, true);
+        }
+    }
+    if (rc != 0) {
+        mr->valid.ncov = 0; /* what it holds is unknown now */
+        return rc;
+    }
+    mr->refs++;
+    sl->use[m].kind = USE_MIRROR;
+    sl->use[m].mirror = mr;
+    *nat = mr->buf.ptr;
+    return 0;
+}
+
 /* A reduced memory. Built-in ops: the chunk's first writer writes straight
  * into the chunk's accumulator, later ones into a fresh private output that
  * is merged after their callback. Custom: always a private output, merged
@@ -715,6 +897,8 @@ static int open_all(run_t *r, slot_t *sl, chunk_state_t *cs, pm__subs_view_t v,
         if (pm__subs_hull(v, m, &u->lo, &u->hi)) {
             if (r->t->desc.mem[m].reduce != PM_REDUCE_NONE)
                 rc = open_reduced(r, sl, cs, m, &nat);
+            else if ((rc = open_mirror(r, sl, v, m, &nat)) != NO_MIRROR)
+                ;
             else if (r->t->desc.mem[m].access == PM_READ)
                 rc = open_cached(r, sl, v, m, &nat);
             else
@@ -734,6 +918,8 @@ static void release_all(cuda_priv_t *p, slot_t *sl)
         mem_use_t *u = &sl->use[m];
         if (u->kind == USE_CACHED)
             u->entry->refs--;
+        if (u->kind == USE_MIRROR)
+            u->mirror->refs--;
         pool_put(p, &u->buf);
         *u = (mem_use_t){0};
     }
@@ -815,7 +1001,7 @@ static int merge_custom(run_t *r, slot_t *sl, pm__subs_view_t v, int m)
     int rc = pm__subs_written(v, m, &w);
     for (uint32_t i = 0; i < w.ncov && rc == 0; i++)
         rc = copy_out(r, sl, pm__natural(u->buf.ptr, u->lo), pm__natural(p->scratch, u->lo), false,
-                      range_parts(&q, m, w.cov[i].lo, w.cov[i].hi));
+                      range_parts(&q, m, w.cov[i].lo, w.cov[i].hi), true);
     for (uint32_t i = 0; i < w.ncov && rc == 0; i++)
         rc = pm__acc_merge_range(r->t, m, &sl->cs->acc->acc[m], p->scratch, u->lo, w.cov[i].lo,
                                  w.cov[i].hi);
@@ -879,7 +1065,7 @@ static int copy_back(run_t *r, slot_t *sl, chunk_state_t *cs, int m)
         rc = PM__CUDA(QUIET, cudaStreamWaitEvent(sl->stream, cs->merged, 0));
     for (uint32_t i = 0; i < d->ncov && rc == 0; i++) {
         rc = copy_out(r, sl, pm__natural(cs->dacc[m].ptr, cs->dlo[m]), pm__natural(a->data, a->lo),
-                      false, range_parts(&q, m, d->cov[i].lo, d->cov[i].hi));
+                      false, range_parts(&q, m, d->cov[i].lo, d->cov[i].hi), true);
         if (rc == 0)
             rc = pm__acc_cover(a, d->cov[i].lo, d->cov[i].hi);
     }
@@ -906,6 +1092,34 @@ static void chunk_end(run_t *r, slot_t *sl, chunk_state_t *cs)
     }
     cs->acc = NULL;
     cs->busy = false;
+}
+
+/* Whether the subtask's use of memory m sends written parts home, and
+ * from which device buffer (natural view). */
+static const void *written_home(const run_t *r, const mem_use_t *u, int m)
+{
+    if (!(r->t->desc.mem[m].access & PM_WRITE))
+        return NULL;
+    if (u->kind == USE_PLAIN)
+        return pm__natural(u->buf.ptr, u->lo);
+    return u->kind == USE_MIRROR ? u->mirror->buf.ptr : NULL;
+}
+
+/* Right behind the callback, on its stream: the written parts of page-
+ * locked memories start home while the next subtasks copy in and run. */
+static int send_early(run_t *r, slot_t *sl, pm__subs_view_t v)
+{
+    int rc = 0;
+    for (int m = 0; m < r->t->desc.nmem && rc == 0; m++) {
+        mem_use_t *u = &sl->use[m];
+        const void *dev = written_home(r, u, m);
+        if (dev == NULL || !r->pinned[m])
+            continue;
+        rc = copy_out(r, sl, dev, r->t->mems[m]->data, true, (parts_t){v.r, v.n, m, PM_WRITE},
+                      false);
+        u->sent = rc == 0;
+    }
+    return rc;
 }
 
 /* ---- the pipeline ----------------------------------------------------------- */
@@ -970,20 +1184,32 @@ static void issue(run_t *r, slot_t *sl, chunk_state_t *cs, uint64_t id)
         fail(r, id, rc, "merging its reduce output on the gpu failed");
         return;
     }
+    rc = send_early(r, sl, v);
+    if (rc != 0) {
+        fail(r, id, rc, "%s", close_failure(rc));
+        return;
+    }
     sl->failed = false;
 }
 
-/* Brings a subtask's outputs home: the written parts of plain memories and
- * custom-reduced outputs (built-in ones stay in the chunk's accumulator). */
+/* Brings a subtask's outputs home (once its stream is synchronized): the
+ * written parts of plain and mirrored memories that are not home yet, and
+ * custom-reduced outputs (built-in ones stay in the chunk's accumulator).
+ * A mirror's written parts, home now, are valid for the next version. */
 static int close_all(run_t *r, slot_t *sl, pm__subs_view_t v)
 {
     int rc = 0;
     for (int m = 0; m < r->t->desc.nmem && rc == 0; m++) {
         const mem_use_t *u = &sl->use[m];
-        if (u->kind == USE_PLAIN && (r->t->desc.mem[m].access & PM_WRITE))
-            rc = copy_out(r, sl, pm__natural(u->buf.ptr, u->lo), r->t->mems[m]->data, r->pinned[m],
-                          (parts_t){v.r, v.n, m, PM_WRITE});
-        else if (u->kind == USE_CUSTOM)
+        const void *dev = written_home(r, u, m);
+        if (dev != NULL && !u->sent)
+            rc = copy_out(r, sl, dev, r->t->mems[m]->data, r->pinned[m],
+                          (parts_t){v.r, v.n, m, PM_WRITE}, true);
+        if (dev != NULL && u->kind == USE_MIRROR)
+            for (uint32_t i = 0; i < v.n && rc == 0; i++)
+                if (v.r[i].mem == m && (v.r[i].access & PM_WRITE))
+                    rc = part_apply(&u->mirror->pending, &v.r[i], true);
+        if (u->kind == USE_CUSTOM)
             rc = merge_custom(r, sl, v, m);
     }
     return rc;
@@ -1126,6 +1352,11 @@ static void cuda_fini(pm__stub_t *s)
     PM__CUDA(level, cudaDeviceSynchronize());
     while (p->oldest != NULL)
         cache_drop(p, p->oldest);
+    while (p->mirrors != NULL) {
+        mirror_t *mr = p->mirrors;
+        p->mirrors = mr->next;
+        mirror_free(p, mr);
+    }
     for (int i = 0; i < CHUNK_STATES; i++) {
         for (int m = 0; m < PM_MAX_TASK_MEMORIES; m++) {
             dev_free(p, &p->cstate[i].dacc[m]);

@@ -85,6 +85,89 @@ int pm__acc_cover(pm__acc_t *a, uint64_t lo, uint64_t hi)
     return 0;
 }
 
+/* The first range whose end lies beyond lo. */
+static uint32_t first_after(const pm__acc_t *a, uint64_t lo)
+{
+    uint32_t l = 0, h = a->ncov;
+    while (l < h) {
+        uint32_t mid = l + (h - l) / 2;
+        if (a->cov[mid].hi <= lo)
+            l = mid + 1;
+        else
+            h = mid;
+    }
+    return l;
+}
+
+bool pm__acc_covers(const pm__acc_t *a, uint64_t lo, uint64_t hi)
+{
+    if (lo >= hi)
+        return true;
+    uint32_t i = first_after(a, lo);
+    return i < a->ncov && a->cov[i].lo <= lo && hi <= a->cov[i].hi;
+}
+
+bool pm__acc_touches(const pm__acc_t *a, uint64_t lo, uint64_t hi)
+{
+    uint32_t i = first_after(a, lo);
+    return lo < hi && i < a->ncov && a->cov[i].lo < hi;
+}
+
+int pm__acc_apply_rows(pm__acc_t *a, uint64_t off, uint64_t block, uint64_t stride,
+                       uint64_t count, bool add)
+{
+    if (block == 0 || count == 0 || (!add && a->ncov == 0))
+        return 0;
+    if (add && (count == 1 || stride == block))
+        return pm__acc_cover(a, off, off + (count - 1) * stride + block);
+    /* Both lists are sorted by start, so one merge builds the result. */
+    uint64_t cap = (uint64_t)a->ncov + count + 1;
+    if (cap > UINT32_MAX)
+        return PM_ENOMEM;
+    pm__range_t *out = malloc(cap * sizeof *out);
+    if (out == NULL)
+        return PM_ENOMEM;
+    uint32_t n = 0, i = 0;
+    uint64_t q = 0;
+    if (add) {
+        while (i < a->ncov || q < count) {
+            pm__range_t x;
+            uint64_t rlo = off + q * stride;
+            if (q < count && (i == a->ncov || rlo < a->cov[i].lo))
+                x = (pm__range_t){rlo, rlo + block}, q++;
+            else
+                x = a->cov[i++];
+            if (n > 0 && x.lo <= out[n - 1].hi) {
+                if (x.hi > out[n - 1].hi)
+                    out[n - 1].hi = x.hi;
+            } else {
+                out[n++] = x;
+            }
+        }
+    } else {
+        for (i = 0; i < a->ncov; i++) {
+            uint64_t lo = a->cov[i].lo, hi = a->cov[i].hi;
+            /* Rows that end before this range cannot touch later ones. */
+            while (q < count && off + q * stride + block <= lo)
+                q++;
+            for (uint64_t k = q; k < count && off + k * stride < hi; k++) {
+                uint64_t rlo = off + k * stride;
+                if (rlo > lo)
+                    out[n++] = (pm__range_t){lo, rlo};
+                if (rlo + block > lo)
+                    lo = rlo + block;
+            }
+            if (lo < hi)
+                out[n++] = (pm__range_t){lo, hi};
+        }
+    }
+    free(a->cov);
+    a->cov = out;
+    a->ncov = n;
+    a->capcov = (uint32_t)cap;
+    return 0;
+}
+
 static int reduce_part(const pm__task_t *t, int m, pm__acc_t *a, const unsigned char *from,
                        uint64_t from_lo, uint64_t lo, uint64_t hi)
 {

@@ -40,6 +40,14 @@ void pm__acc_fill(const pm__task_t *t, int m, unsigned char *buf, uint64_t base,
 int pm__acc_reserve(const pm__task_t *t, int m, pm__acc_t *a, uint64_t lo, uint64_t hi);
 /* Marks [lo, hi) as written. */
 int pm__acc_cover(pm__acc_t *a, uint64_t lo, uint64_t hi);
+/* Interval sets: `cov` alone, no data. Whether [lo, hi) lies inside one
+ * range; whether any byte of it does. */
+bool pm__acc_covers(const pm__acc_t *a, uint64_t lo, uint64_t hi);
+bool pm__acc_touches(const pm__acc_t *a, uint64_t lo, uint64_t hi);
+/* Adds (or, with add false, removes) the `count` blocks of `block` bytes
+ * `stride` apart from `off`, in one pass over the set. */
+int pm__acc_apply_rows(pm__acc_t *a, uint64_t off, uint64_t block, uint64_t stride,
+                       uint64_t count, bool add);
 /* Merges [lo, hi) of `from` (a buffer starting at byte `from_lo`) into `a`:
  * reduced where `a` already holds output, copied elsewhere. `from` holds the
  * outputs of higher subtask ids. */
