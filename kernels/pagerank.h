@@ -12,7 +12,7 @@ extern "C" {
 #endif
 
 /**
- * One pull step for pages [first, last), one thread per page, all pointers
+ * One pull step for pages [first, last) (a group of lanes per page), all pointers
  * device pointers in the natural view (page v's in-edges are
  * src[off[v] .. off[v + 1])):
  *   next[v] = base + damping * sum of rank[u] * inv_deg[u] over in-edges u

@@ -52,20 +52,21 @@ void app_require_devices(const char *prog, int devices, int have_cuda)
 uint64_t app_default_per_subtask_on(uint64_t items, uint64_t granule,
                                     int devices)
 {
-    int stubs;
+    int cpus = 0, gpus = 0;
     uint64_t want, per;
 
-    APP_CHECK(pm_device_count(devices, &stubs));
-    /* Hosts are assumed alike: only host 0's stubs are known here. */
-    want = 4 * (uint64_t)(stubs > 0 ? stubs : 1) * (uint64_t)pm_host_count();
+    if (devices & PM_DEVICE_CPU)
+        APP_CHECK(pm_device_count(PM_DEVICE_CPU, &cpus));
+    if (devices & PM_DEVICE_GPU)
+        APP_CHECK(pm_device_count(PM_DEVICE_GPU, &gpus));
+    /* Four per core leave the scheduler room to balance; a GPU takes
+     * sixteen, so that one's copies overlap the kernels of others. Hosts
+     * are assumed alike: only host 0's stubs are known here. */
+    want = 4 * (uint64_t)cpus + 16 * (uint64_t)gpus;
+    want = (want > 0 ? want : 4) * (uint64_t)pm_host_count();
     per = (items + want - 1) / want;
     per = (per + granule - 1) / granule * granule;
     return per > 0 ? per : granule;
-}
-
-uint64_t app_default_per_subtask(uint64_t items, uint64_t granule)
-{
-    return app_default_per_subtask_on(items, granule, PM_DEVICE_ANY);
 }
 
 void app_add_stats(pm_task_stats_t *total, pm_task_t task)

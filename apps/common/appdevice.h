@@ -29,16 +29,11 @@ const char *app_device_name(int devices);
 void app_require_devices(const char *prog, int devices, int have_cuda);
 
 /**
- * Items per subtask so that every stub of every host gets about four
- * subtasks (room for the scheduler to balance), rounded up to a multiple of
- * `granule` and at least `granule`. Call after pm_init.
- */
-uint64_t app_default_per_subtask(uint64_t items, uint64_t granule);
-
-/**
- * The same, counting only the stubs of `devices` (a mask of pm_device_kind):
- * with --device gpu a GPU gets a few large subtasks instead of many small
- * ones sized for CPU cores.
+ * Items per subtask so that every CPU stub (of `devices`, a mask of
+ * pm_device_kind) of every host gets about four subtasks (room for the
+ * scheduler to balance) and every GPU about sixteen (so that copies overlap
+ * kernels), rounded up to a multiple of `granule` and at least `granule`.
+ * Call after pm_init.
  */
 uint64_t app_default_per_subtask_on(uint64_t items, uint64_t granule,
                                     int devices);

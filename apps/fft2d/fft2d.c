@@ -12,8 +12,8 @@
  * point (both write the memory, so pmlib would order them anyway; waiting
  * gives each pass its own time).
  *
- * CPU: FFTW (fftwf_plan_many_dft, FFTW_ESTIMATE); GPU: cuFFT with the same
- * strides (kernels/fft2d.cu). The serial reference is the same row-column
+ * CPU: FFTW (fftwf_plan_many_dft, FFTW_ESTIMATE); GPU: cuFFT, columns
+ * through a transpose on the device (kernels/fft2d.cu). The serial reference is the same row-column
  * code on one core; --verify compares with one fftwf_plan_dft_2d of the
  * whole array instead, a transform this file did not write.
  */
@@ -265,8 +265,8 @@ static int fft2d_cpu(const pm_subtask_info_t *info)
 }
 
 #if PMLIB_HAVE_CUDA
-/* The GPU transforms columns in place through cuFFT's strided layout; the
- * CPU's column buffer is a cache fix, not needed for correctness. */
+/* The GPU transforms a block of columns where it lies (kernels/fft2d.cu
+ * transposes it through a scratch buffer for cuFFT). */
 static int fft2d_cuda(const pm_subtask_info_t *info, void *stream)
 {
     const struct fft2d_conf *cf = info->conf;
@@ -287,7 +287,7 @@ static int fft2d_cuda(const pm_subtask_info_t *info, void *stream)
 /* ------------------------------------------------------------------------ */
 
 struct options {
-    uint64_t rows, cols, subtasks; /* subtasks 0: about four per stub */
+    uint64_t rows, cols, subtasks; /* subtasks 0: the apps' default */
     int devices, serial, verify;
     unsigned runs;
 };
@@ -306,7 +306,8 @@ static void usage(void)
 "\n"
 "  --rows R, --cols C  array size (default %u x %u; with --verify and no\n"
 "                      size, %u x %u); rows * cols < 2^31\n"
-"  --subtasks N        subtasks per pass (default: about four per stub)\n"
+"  --subtasks N        subtasks per pass (default: about 4 per core and 16\n"
+"                      per GPU in use)\n"
 "  --runs K            run the pmlib transform K times (default 1), each on\n"
 "                      the input refilled, and report the best; the first\n"
 "                      also pays one-time costs (CUDA context, cuFFT plans)\n"
@@ -388,7 +389,7 @@ static double run_pass(const struct options *o, struct fft2d_conf *cf,
     double t0;
 
     cf->per = o->subtasks > 0 ? (n + o->subtasks - 1) / o->subtasks
-                              : app_default_per_subtask(n, 1);
+                              : app_default_per_subtask_on(n, 1, o->devices);
     APP_CHECK(pm_task_desc_init(&desc));
     desc.callbacks = "fft2d";
     desc.subtasks = subtask_count(cf);

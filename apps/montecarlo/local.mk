@@ -17,9 +17,11 @@ apps_montecarlo_montecarlo_LDADD += kernels/montecarlo.$(OBJEXT) \
 	$(CUDA_LDFLAGS) $(CUDA_LIBS)
 EXTRA_apps_montecarlo_montecarlo_DEPENDENCIES = kernels/montecarlo.$(OBJEXT)
 CLEANFILES += kernels/montecarlo.$(OBJEXT)
+# --use_fast_math: cuRAND's inline logf and sqrtf (Box-Muller) become one
+# instruction each; see kernels/montecarlo.cu.
 kernels/montecarlo.$(OBJEXT): kernels/montecarlo.cu kernels/montecarlo.h
 	@$(MKDIR_P) kernels
-	$(AM_V_GEN)$(NVCC) $(NVCCFLAGS) -I$(top_srcdir)/include \
+	$(AM_V_GEN)$(NVCC) $(NVCCFLAGS) --use_fast_math -I$(top_srcdir)/include \
 	  -I$(top_builddir)/include -I$(top_srcdir)/kernels -c -o $@ $<
 endif
 

@@ -474,7 +474,7 @@ static int pagerank_cuda(const pm_subtask_info_t *info, void *stream)
 /* ------------------------------------------------------------------------ */
 
 struct options {
-    uint64_t pages, seed, iters, subtasks; /* subtasks 0: about four per stub */
+    uint64_t pages, seed, iters, subtasks; /* subtasks 0: the apps' default */
     double tol;
     const char *graph; /* edge-list file, or NULL to generate */
     int devices, compress, serial, verify;
@@ -501,7 +501,8 @@ static void usage(void)
 "                 are skipped\n"
 "  --iters N      at most N iterations (default %u)\n"
 "  --tol T        stop when the L1 change is below T (default %g)\n"
-"  --subtasks N   subtasks per iteration (default: about four per stub)\n"
+"  --subtasks N   subtasks per iteration (default: about 4 per core and 16\n"
+"                 per GPU in use)\n"
 "  --device D     cpu, gpu or all (default cpu)\n"
 "  --compress     zlib-compress transfers between hosts when it pays\n"
 "                 (PM_TASK_COMPRESS_AUTO)\n"
@@ -634,9 +635,11 @@ static struct pagerank_conf *make_conf(const struct options *o,
     uint64_t s = o->subtasks;
     struct pagerank_conf *cf;
 
-    if (s == 0)
-        s = (g->pages + app_default_per_subtask(g->pages, 1) - 1) /
-            app_default_per_subtask(g->pages, 1);
+    if (s == 0) {
+        uint64_t per = app_default_per_subtask_on(g->pages, 1, o->devices);
+
+        s = (g->pages + per - 1) / per;
+    }
     s = s < g->pages ? s : g->pages;
     *bytes = sizeof *cf + 2 * (s + 1) * sizeof cf->cut[0];
     if ((cf = malloc(*bytes)) == NULL) {

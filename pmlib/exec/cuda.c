@@ -1,12 +1,14 @@
 /*
- * The GPU stub. Each subtask gets a device buffer for the hull of its
- * subscriptions of each memory, its read parts copied in, the task's cuda
- * callback on one of the stub's streams and its written parts copied back.
- * Subtasks go round-robin over SLOTS streams and retire in id order one
- * round later, so the copies of one subtask overlap the kernels of another.
- * Read-only subscriptions stay cached on the device across subtasks and
- * tasks; built-in reduces merge on the device into one accumulator per
- * chunk, which crosses PCIe once.
+ * The GPU stub. A memory that fits is mirrored whole on the device: each
+ * subtask's read parts are copied in where the mirror lacks them, the
+ * task's cuda callback runs on the mirror in place on one of the stub's
+ * streams, and its written parts go home right behind it, staying valid on
+ * the device for the next task. Larger memories get a device buffer for
+ * the hull of each subtask's subscriptions (read-only ones cached by
+ * range). Subtasks go round-robin over SLOTS streams and retire in id
+ * order one round later, so one's copy in, another's kernel and a third's
+ * copy out overlap. Built-in reduces merge on the device into one
+ * accumulator per chunk, which crosses PCIe once.
  *
  * Host copies go through two pinned staging halves per stream (gather into
  * one half while the other is in flight) rather than cudaHostRegister: the
@@ -138,6 +140,11 @@ typedef struct chunk_state {
     pm__acc_t dcov[PM_MAX_TASK_MEMORIES];   /* bytes of dacc written so far (no data) */
     bool direct_taken[PM_MAX_TASK_MEMORIES];
     cudaEvent_t merged;                     /* after the last write into the dacc so far */
+    bool closing;                           /* the daccs are on their way to `home` */
+    int home_rc;
+    unsigned char *home;                    /* pinned */
+    size_t home_cap;
+    cudaEvent_t home_done;
 } chunk_state_t;
 
 /* One subtask in flight, on its own stream. */
@@ -1035,11 +1042,94 @@ static int setup_accumulators(run_t *r, slot_t *sl, chunk_state_t *cs)
     return rc ? rc : PM__CUDA(QUIET, cudaEventRecord(cs->merged, sl->stream));
 }
 
+/* Enqueues the written bytes of every device accumulator, back to back,
+ * into the chunk's pinned `home` buffer behind the chunk's last merge. */
+static int send_home(run_t *r, slot_t *sl, chunk_state_t *cs)
+{
+    size_t need = 0, pos = 0;
+    for (int m = 0; m < r->t->desc.nmem; m++)
+        for (uint32_t i = 0; i < cs->dcov[m].ncov; i++)
+            need += cs->dcov[m].cov[i].hi - cs->dcov[m].cov[i].lo;
+    if (need > cs->home_cap) {
+        if (cs->home != NULL)
+            PM__CUDA(PM__LOG_WARN, cudaFreeHost(cs->home));
+        cs->home = NULL;
+        cs->home_cap = 0;
+        int rc = PM__CUDA(QUIET, cudaHostAlloc((void **)&cs->home, need, cudaHostAllocDefault));
+        if (rc != 0)
+            return rc;
+        cs->home_cap = need;
+    }
+    int rc = PM__CUDA(QUIET, cudaStreamWaitEvent(sl->stream, cs->merged, 0));
+    for (int m = 0; m < r->t->desc.nmem && rc == 0; m++) {
+        const void *dev = pm__natural(cs->dacc[m].ptr, cs->dlo[m]);
+        for (uint32_t i = 0; i < cs->dcov[m].ncov && rc == 0; i++) {
+            uint64_t lo = cs->dcov[m].cov[i].lo, n = cs->dcov[m].cov[i].hi - lo;
+            rc = PM__CUDA(QUIET, cudaMemcpyAsync(cs->home + pos, at(dev, lo), n,
+                                                 cudaMemcpyDeviceToHost, sl->stream));
+            pos += n;
+            r->cnt->bytes_from_gpu += n;
+        }
+    }
+    return rc ? rc : PM__CUDA(QUIET, cudaEventRecord(cs->home_done, sl->stream));
+}
+
+/* After the chunk's last subtask retired: its accumulators start home. The
+ * chunk closes later (chunk_close), when its state is next needed or the
+ * run ends, so the pipeline never stops to wait for them. */
+static void chunk_end(run_t *r, slot_t *sl, chunk_state_t *cs)
+{
+    cs->home_rc = cs->acc == NULL || cs->setup_rc != 0 || r->p->broken ? 0
+                                                                        : send_home(r, sl, cs);
+    if (cs->home_rc != 0)
+        fail(r, cs->first, cs->home_rc, "copying its chunk's reduce output from the gpu failed");
+    cs->closing = true;
+}
+
+/* The chunk's accumulators are home: their outputs go up the merge tree. */
+static void chunk_close(run_t *r, chunk_state_t *cs)
+{
+    int rc = cs->home_rc;
+    bool sent = rc == 0 && cs->acc != NULL && cs->setup_rc == 0 && !r->p->broken;
+    if (sent)
+        rc = PM__CUDA(QUIET, cudaEventSynchronize(cs->home_done));
+    size_t pos = 0;
+    for (int m = 0; m < r->t->desc.nmem && sent && rc == 0; m++) {
+        const pm__acc_t *d = &cs->dcov[m];
+        pm__acc_t *a = &cs->acc->acc[m];
+        if (d->ncov == 0)
+            continue;
+        rc = pm__acc_reserve(r->t, m, a, d->cov[0].lo, d->cov[d->ncov - 1].hi);
+        for (uint32_t i = 0; i < d->ncov && rc == 0; i++) {
+            uint64_t lo = d->cov[i].lo, n = d->cov[i].hi - lo;
+            memcpy(a->data + (lo - a->lo), cs->home + pos, n);
+            pos += n;
+            rc = pm__acc_cover(a, lo, lo + n);
+        }
+    }
+    if (rc != 0 && cs->home_rc == 0)
+        fail(r, cs->first, rc, "copying its chunk's reduce output from the gpu failed");
+    if (cs->acc != NULL) {
+        rc = pm__reduce_tree_push(r->t, 0, cs->chunk, cs->acc);
+        if (rc != 0)
+            fail(r, cs->first, rc, "%s", close_failure(rc));
+    }
+    for (int m = 0; m < PM_MAX_TASK_MEMORIES; m++) {
+        pool_put(r->p, &cs->dacc[m]);
+        pm__acc_free(&cs->dcov[m]);
+    }
+    cs->acc = NULL;
+    cs->closing = false;
+    cs->busy = false;
+}
+
 static chunk_state_t *chunk_begin(run_t *r, slot_t *sl, uint64_t chunk)
 {
     cuda_priv_t *p = r->p;
     chunk_state_t *cs = &p->cstate[p->next_cstate];
     p->next_cstate = (p->next_cstate + 1) % CHUNK_STATES;
+    if (cs->closing) /* a chunk CHUNK_STATES ago: its copies are long done */
+        chunk_close(r, cs);
     assert(!cs->busy); /* CHUNK_STATES covers every chunk that can be in flight */
     cs->busy = true;
     cs->setup_rc = 0;
@@ -1052,46 +1142,6 @@ static chunk_state_t *chunk_begin(run_t *r, slot_t *sl, uint64_t chunk)
     cs->acc = pm__accset_new();
     cs->setup_rc = cs->acc != NULL ? setup_accumulators(r, sl, cs) : PM_ENOMEM;
     return cs;
-}
-
-/* Brings a device accumulator home once, with exact coverage. */
-static int copy_back(run_t *r, slot_t *sl, chunk_state_t *cs, int m)
-{
-    const pm__acc_t *d = &cs->dcov[m];
-    pm__acc_t *a = &cs->acc->acc[m];
-    pm__sub_t q;
-    int rc = pm__acc_reserve(r->t, m, a, d->cov[0].lo, d->cov[d->ncov - 1].hi);
-    if (rc == 0)
-        rc = PM__CUDA(QUIET, cudaStreamWaitEvent(sl->stream, cs->merged, 0));
-    for (uint32_t i = 0; i < d->ncov && rc == 0; i++) {
-        rc = copy_out(r, sl, pm__natural(cs->dacc[m].ptr, cs->dlo[m]), pm__natural(a->data, a->lo),
-                      false, range_parts(&q, m, d->cov[i].lo, d->cov[i].hi), true);
-        if (rc == 0)
-            rc = pm__acc_cover(a, d->cov[i].lo, d->cov[i].hi);
-    }
-    return rc;
-}
-
-/* After the chunk's last subtask retired: its outputs go up the merge tree. */
-static void chunk_end(run_t *r, slot_t *sl, chunk_state_t *cs)
-{
-    int rc = 0;
-    for (int m = 0; m < r->t->desc.nmem && rc == 0 && cs->setup_rc == 0 && !r->p->broken; m++)
-        if (cs->dcov[m].ncov > 0)
-            rc = copy_back(r, sl, cs, m);
-    if (rc != 0)
-        fail(r, cs->first, rc, "copying its chunk's reduce output from the gpu failed");
-    if (cs->acc != NULL) {
-        rc = pm__reduce_tree_push(r->t, 0, cs->chunk, cs->acc);
-        if (rc != 0)
-            fail(r, cs->first, rc, "%s", close_failure(rc));
-    }
-    for (int m = 0; m < PM_MAX_TASK_MEMORIES; m++) {
-        pool_put(r->p, &cs->dacc[m]);
-        pm__acc_free(&cs->dcov[m]);
-    }
-    cs->acc = NULL;
-    cs->busy = false;
 }
 
 /* Whether the subtask's use of memory m sends written parts home, and
@@ -1291,6 +1341,9 @@ void pm__cuda_run_chunks(pm__stub_t *s, pm__task_t *t, const uint64_t *chunks, i
         if (sl->busy)
             retire(&r, sl);
     }
+    for (int k = 0; k < CHUNK_STATES; k++)
+        if (r.p->cstate[k].closing)
+            chunk_close(&r, &r.p->cstate[k]);
 }
 
 static void cuda_run_chunk(pm__stub_t *s, pm__task_t *t, uint64_t chunk)
@@ -1364,6 +1417,10 @@ static void cuda_fini(pm__stub_t *s)
         }
         if (p->cstate[i].merged != NULL)
             PM__CUDA(level, cudaEventDestroy(p->cstate[i].merged));
+        if (p->cstate[i].home_done != NULL)
+            PM__CUDA(level, cudaEventDestroy(p->cstate[i].home_done));
+        if (p->cstate[i].home != NULL)
+            PM__CUDA(level, cudaFreeHost(p->cstate[i].home));
     }
     while (p->npool > 0)
         dev_free(p, &p->pool[--p->npool]);
@@ -1407,9 +1464,13 @@ static int cuda_init(pm__stub_t *s)
     p->cap = memory_cap(p->gpu.mem_bytes);
     for (int i = 0; i < SLOTS && rc == 0; i++)
         rc = slot_init(&p->slot[i]);
-    for (int i = 0; i < CHUNK_STATES && rc == 0; i++)
+    for (int i = 0; i < CHUNK_STATES && rc == 0; i++) {
         rc = PM__CUDA(PM__LOG_ERROR, cudaEventCreateWithFlags(&p->cstate[i].merged,
                                                               cudaEventDisableTiming));
+        if (rc == 0)
+            rc = PM__CUDA(PM__LOG_ERROR, cudaEventCreateWithFlags(&p->cstate[i].home_done,
+                                                                  cudaEventDisableTiming));
+    }
     if (rc != 0)
         cuda_fini(s);
     return rc;
