@@ -37,6 +37,7 @@
 #define CACHE_BUCKETS 1024             /* power of two */
 #define CACHE_MAX 4096                 /* cached ranges; the LRU ones go beyond */
 #define MAX_PITCH ((uint64_t)1 << 30)  /* larger strides copy row by row */
+#define NARROW_ROW ((uint64_t)1 << 20) /* narrower rows go home through a kernel */
 #define QUIET PM__LOG_DEBUG            /* failures a subtask's message reports */
 #define NO_MIRROR 1                    /* not an error: use buffers of the hull instead */
 
@@ -44,6 +45,8 @@
 int pm__cuda_reduce_apply(pm_reduce_op_t op, pm_type_t type, void *into, const void *from,
                           size_t count, void *stream);
 int pm__cuda_fill(void *dst, const void *elem, int elem_bytes, size_t count, void *stream);
+int pm__cuda_copy_rows(void *dst, const void *src, size_t width, size_t pitch, size_t rows,
+                       void *stream);
 
 /* ---- checking CUDA calls ------------------------------------------------ */
 
@@ -186,6 +189,7 @@ typedef struct run {
     pm__stub_counts_t *cnt;
     pm_subtask_info_t info;
     bool pinned[PM_MAX_TASK_MEMORIES];
+    void *mapped[PM_MAX_TASK_MEMORIES]; /* the device's view of pinned host memories */
 } run_t;
 
 /* ---- failures ----------------------------------------------------------- */
@@ -692,8 +696,12 @@ static int unstage(slot_t *sl, pending_t *pd, void *host_nat)
 /* Sends one piece device -> host; a staged one is scattered one step later,
  * so each piece's copy overlaps the scatter of the one before. */
 static int out_piece(slot_t *sl, const void *dev_nat, void *host_nat, bool pinned,
-                     const piece_t *pc, pending_t *pd)
+                     void *mapped_nat, const piece_t *pc, pending_t *pd)
 {
+    if (mapped_nat != NULL && pc->rows > 1 && pc->block < NARROW_ROW)
+        return PM__CUDA(QUIET, (cudaError_t)pm__cuda_copy_rows(
+                                   at(mapped_nat, pc->off), at(dev_nat, pc->off), pc->block,
+                                   pc->stride, pc->rows, sl->stream));
     if (pinned)
         return copy_rows(at(host_nat, pc->off), pc->stride, at(dev_nat, pc->off), pc->stride,
                          pc->block, pc->rows, cudaMemcpyDeviceToHost, sl->stream);
@@ -713,6 +721,8 @@ static int out_piece(slot_t *sl, const void *dev_nat, void *host_nat, bool pinne
 static int copy_out(run_t *r, slot_t *sl, const void *dev_nat, void *host_nat, bool pinned,
                     parts_t ps, bool wait)
 {
+    /* A memory's own page-locked buffer is mapped: narrow rows go by kernel. */
+    void *mapped_nat = pinned && host_nat == r->t->mems[ps.mem]->data ? r->mapped[ps.mem] : NULL;
     pending_t pd = {0};
     int rc = 0;
     for (uint32_t i = 0; i < ps.n && rc == 0; i++) {
@@ -722,7 +732,7 @@ static int copy_out(run_t *r, slot_t *sl, const void *dev_nat, void *host_nat, b
         uint64_t pos = 0;
         piece_t pc;
         while (rc == 0 && next_piece(q, pinned ? UINT64_MAX : STAGE_BYTES, &pos, &pc)) {
-            rc = out_piece(sl, dev_nat, host_nat, pinned, &pc, &pd);
+            rc = out_piece(sl, dev_nat, host_nat, pinned, mapped_nat, &pc, &pd);
             r->cnt->bytes_from_gpu += pc.block * pc.rows;
         }
     }
@@ -742,12 +752,16 @@ static parts_t range_parts(pm__sub_t *q, int m, uint64_t lo, uint64_t hi)
     return (parts_t){q, 1, m, PM_READ_WRITE};
 }
 
-/* Whether a host buffer is page-locked already, so copies skip the staging. */
-static bool host_pinned(const void *ptr)
+/* Whether a host buffer is page-locked already, so copies skip the staging;
+ * *mapped is then its address for kernels (NULL if it has none). */
+static bool host_pinned(const void *ptr, void **mapped)
 {
     struct cudaPointerAttributes a;
+    *mapped = NULL;
     if (ptr == NULL || PM__CUDA(QUIET, cudaPointerGetAttributes(&a, ptr)) != 0)
         return false;
+    if (a.type == cudaMemoryTypeHost)
+        *mapped = a.devicePointer;
     return a.type == cudaMemoryTypeHost;
 }
 
@@ -1314,7 +1328,7 @@ static void run_init(run_t *r, pm__stub_t *s, pm__task_t *t)
         p->broken = true;
     for (int m = 0; m < t->desc.nmem; m++) {
         r->info.mem_bytes[m] = t->mems[m]->bytes;
-        r->pinned[m] = !p->broken && host_pinned(t->mems[m]->data);
+        r->pinned[m] = !p->broken && host_pinned(t->mems[m]->data, &r->mapped[m]);
     }
 }
 
