@@ -143,6 +143,7 @@ typedef struct chunk_state {
     pm__acc_t dcov[PM_MAX_TASK_MEMORIES];   /* bytes of dacc written so far (no data) */
     bool direct_taken[PM_MAX_TASK_MEMORIES];
     cudaEvent_t merged;                     /* after the last write into the dacc so far */
+    double since;                           /* when its first subtask was issued */
     bool closing;                           /* the daccs are on their way to `home` */
     int home_rc;
     unsigned char *home;                    /* pinned */
@@ -190,6 +191,7 @@ typedef struct run {
     pm_subtask_info_t info;
     bool pinned[PM_MAX_TASK_MEMORIES];
     void *mapped[PM_MAX_TASK_MEMORIES]; /* the device's view of pinned host memories */
+    pm__chunk_feed_t *feed;
 } run_t;
 
 /* ---- failures ----------------------------------------------------------- */
@@ -1056,6 +1058,8 @@ static int setup_accumulators(run_t *r, slot_t *sl, chunk_state_t *cs)
     return rc ? rc : PM__CUDA(QUIET, cudaEventRecord(cs->merged, sl->stream));
 }
 
+static void chunk_close(run_t *r, chunk_state_t *cs);
+
 /* Enqueues the written bytes of every device accumulator, back to back,
  * into the chunk's pinned `home` buffer behind the chunk's last merge. */
 static int send_home(run_t *r, slot_t *sl, chunk_state_t *cs)
@@ -1093,11 +1097,13 @@ static int send_home(run_t *r, slot_t *sl, chunk_state_t *cs)
  * run ends, so the pipeline never stops to wait for them. */
 static void chunk_end(run_t *r, slot_t *sl, chunk_state_t *cs)
 {
-    cs->home_rc = cs->acc == NULL || cs->setup_rc != 0 || r->p->broken ? 0
-                                                                        : send_home(r, sl, cs);
+    bool send = cs->acc != NULL && cs->setup_rc == 0 && !r->p->broken;
+    cs->home_rc = send ? send_home(r, sl, cs) : 0;
     if (cs->home_rc != 0)
         fail(r, cs->first, cs->home_rc, "copying its chunk's reduce output from the gpu failed");
     cs->closing = true;
+    if (!send)
+        chunk_close(r, cs);
 }
 
 /* The chunk's accumulators are home: their outputs go up the merge tree. */
@@ -1135,6 +1141,8 @@ static void chunk_close(run_t *r, chunk_state_t *cs)
     cs->acc = NULL;
     cs->closing = false;
     cs->busy = false;
+    if (r->feed != NULL) /* the last thing done with the task: it may end here */
+        r->feed->done(r->feed, cs->chunk, cs->since);
 }
 
 static chunk_state_t *chunk_begin(run_t *r, slot_t *sl, uint64_t chunk)
@@ -1148,6 +1156,7 @@ static chunk_state_t *chunk_begin(run_t *r, slot_t *sl, uint64_t chunk)
     cs->busy = true;
     cs->setup_rc = 0;
     cs->chunk = chunk;
+    cs->since = pm__now();
     pm__chunk_span(r->t, chunk, &cs->first, &cs->last);
     memset(cs->direct_taken, 0, sizeof cs->direct_taken);
     if (r->t->nred == 0 || p->broken)
@@ -1332,23 +1341,26 @@ static void run_init(run_t *r, pm__stub_t *s, pm__task_t *t)
     }
 }
 
-void pm__cuda_run_chunks(pm__stub_t *s, pm__task_t *t, const uint64_t *chunks, int n)
+void pm__cuda_run_chunks(pm__stub_t *s, pm__task_t *t, uint64_t chunk, pm__chunk_feed_t *feed)
 {
     run_t r;
     run_init(&r, s, t);
-    for (int c = 0; c < n; c++) {
+    r.feed = feed;
+    /* The next chunk is taken once this one's subtasks are issued: with at
+     * most SLOTS in flight, the stub holds only a few chunks ahead. */
+    for (bool more = true; more; more = feed != NULL && feed->next(feed, &chunk)) {
         uint64_t first, last;
-        pm__chunk_span(t, chunks[c], &first, &last);
+        pm__chunk_span(t, chunk, &first, &last);
+        r.cnt->subtasks += last - first;
         chunk_state_t *cs = NULL;
         for (uint64_t id = first; id < last; id++) {
             slot_t *sl = next_slot(r.p);
             if (sl->busy)
                 retire(&r, sl);
             if (cs == NULL)
-                cs = chunk_begin(&r, sl, chunks[c]);
+                cs = chunk_begin(&r, sl, chunk);
             issue(&r, sl, cs, id);
         }
-        r.cnt->subtasks += last - first;
     }
     for (int k = 0; k < SLOTS; k++) {
         slot_t *sl = next_slot(r.p);
@@ -1362,7 +1374,7 @@ void pm__cuda_run_chunks(pm__stub_t *s, pm__task_t *t, const uint64_t *chunks, i
 
 static void cuda_run_chunk(pm__stub_t *s, pm__task_t *t, uint64_t chunk)
 {
-    pm__cuda_run_chunks(s, t, &chunk, 1);
+    pm__cuda_run_chunks(s, t, chunk, NULL);
 }
 
 /* ---- set-up and tear-down -------------------------------------------------- */

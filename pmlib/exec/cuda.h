@@ -41,14 +41,25 @@ int pm__cuda_discover(pm__gpu_info_t **gpus, int *ngpu, int local_rank, int loca
  */
 extern const pm__device_ops_t pm__cuda_ops;
 
+/* Where a GPU stub streaming a task's chunks gets more and reports them. */
+typedef struct pm__chunk_feed {
+    /* Takes another chunk of the task for the stub; false when none is left. */
+    bool (*next)(struct pm__chunk_feed *f, uint64_t *chunk);
+    /* The chunk is complete (outputs home, reduce output pushed); it was
+     * started at `since` (pm__now). Called once per chunk, the last call
+     * may finish the task. */
+    void (*done)(struct pm__chunk_feed *f, uint64_t chunk, double since);
+} pm__chunk_feed_t;
+
 /*
- * Runs several chunks of one task back to back, so the pipeline of
- * subtasks in flight (copies of one overlapping the kernels of another)
- * spans chunk boundaries; with a grain of 1 it is the only way to keep two
- * subtasks in flight. Each chunk completes (its reduce output pushed)
- * before the call returns; the caller counts them done afterwards.
+ * Runs chunk `chunk` of the task and then, with a feed, every chunk the
+ * feed hands out, as one stream: the pipeline of subtasks in flight (one's
+ * copy in, another's kernel, a third's copy out) never drains between
+ * chunks, and each chunk is reported done as soon as it is complete.
+ * Without a feed the chunk completes before the call returns and the
+ * caller reports it.
  */
-void pm__cuda_run_chunks(pm__stub_t *s, pm__task_t *t, const uint64_t *chunks, int n);
+void pm__cuda_run_chunks(pm__stub_t *s, pm__task_t *t, uint64_t chunk, pm__chunk_feed_t *feed);
 
 /* False once a sticky CUDA error has made the stub's GPU unusable for the
  * rest of the process: the stub should take no more work. */

@@ -74,6 +74,41 @@ static void note_time(const pm__stub_t *s, pm__task_t *t, uint64_t k, double sec
         average_in(&t->cbs.hist->ns_per_subtask[s->ops->kind == PM_DEVICE_GPU], ns / n + 1);
 }
 
+#if PMLIB_HAVE_CUDA
+/* A GPU stub's feed: the policy hands it chunks; each complete one is
+ * counted as the loop below counts a chunk. */
+typedef struct gpu_feed {
+    pm__chunk_feed_t base;
+    pm__stub_t *s;
+    pm__task_t *t;
+    double last; /* when the previous chunk completed */
+} gpu_feed_t;
+
+static bool feed_next(pm__chunk_feed_t *f, uint64_t *chunk)
+{
+    gpu_feed_t *g = (gpu_feed_t *)f;
+    bool more = g->t->policy->take(g->t, g->s->index, chunk);
+    if (!more) /* before the last report: the task may end with it */
+        atomic_store(&g->t->counts[g->s->index].active, 0);
+    return more;
+}
+
+static void feed_done(pm__chunk_feed_t *f, uint64_t chunk, double since)
+{
+    gpu_feed_t *g = (gpu_feed_t *)f;
+    double now = pm__now();
+    uint64_t first, last;
+    /* Chunks overlap in the pipeline: each costs the time since the one
+     * before it completed (or since it started, if later). */
+    note_time(g->s, g->t, chunk, now - (since > g->last ? since : g->last));
+    g->last = now;
+    pm__trace_span(g->s->index, PM__TRACE_CHUNK, g->t->seq, chunk, since, now);
+    pm__chunk_span(g->t, chunk, &first, &last);
+    atomic_fetch_add(&g->t->subtasks_done, last - first);
+    pm__task_done(g->t, 1);
+}
+#endif
+
 static void run_loop(pm__stub_t *s, pm__task_t *t, uint64_t k)
 {
     atomic_store(&t->counts[s->index].active, 1);
@@ -82,27 +117,22 @@ static void run_loop(pm__stub_t *s, pm__task_t *t, uint64_t k)
             atomic_store(&t->running_since[s->index], (uint64_t)(pm__now() * 1e9));
             atomic_store(&t->running[s->index], k);
         }
-        int nk = 1;
         double t0 = pm__now();
         if (t->remote && pm__proto_before_chunk(t, k) != 0)
             ;
 #if PMLIB_HAVE_CUDA
         else if (s->ops == &pm__cuda_ops && !t->remote && t->running == NULL) {
-            /* Two chunks at a time keep two subtasks in flight even with grain 1. */
-            uint64_t ks[2] = {k, 0};
-            nk += t->policy->take(t, s->index, &ks[1]);
-            pm__cuda_run_chunks(s, t, ks, nk);
-            if (nk == 2) {
-                uint64_t f2, l2;
-                pm__chunk_span(t, ks[1], &f2, &l2);
-                atomic_fetch_add(&t->subtasks_done, l2 - f2);
-            }
+            /* One stream of chunks, so the GPU's pipeline never drains
+             * between them; the feed reports each chunk. */
+            gpu_feed_t f = {{feed_next, feed_done}, s, t, t0};
+            pm__cuda_run_chunks(s, t, k, &f.base);
+            return;
         }
 #endif
         else
             s->ops->run_chunk(s, t, k);
         double t1 = pm__now();
-        note_time(s, t, k, (t1 - t0) / nk);
+        note_time(s, t, k, t1 - t0);
         pm__trace_span(s->index, PM__TRACE_CHUNK, t->seq, k, t0, t1);
         if (t->running != NULL) {
             atomic_store(&t->running[s->index], UINT64_MAX);
@@ -124,7 +154,7 @@ static void run_loop(pm__stub_t *s, pm__task_t *t, uint64_t k)
             }
             pm__proto_after_chunk(t, k, s->ops->kind);
         } else {
-            pm__task_done(t, (uint64_t)nk);
+            pm__task_done(t, 1);
         }
         if (!more)
             return;
