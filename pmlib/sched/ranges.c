@@ -1,7 +1,6 @@
 /* Range hand-out and stealing shared by the scheduling policies. */
 #include "sched/ranges.h"
 
-#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,6 +15,7 @@ int pm__ranges_init(pm__task_t *t, int nstubs, const double *weight)
         return PM_ENOMEM;
     }
     st->nstubs = nstubs;
+    pthread_mutex_init(&st->spare_lock, NULL);
     double total = 0;
     for (int s = 0; s < nstubs; s++)
         total += weight[s];
@@ -38,18 +38,45 @@ int pm__ranges_init(pm__task_t *t, int nstubs, const double *weight)
     return 0;
 }
 
+/* Moves a spare range into the stub's empty slot; false if none. */
+static bool take_spare(struct pm__sched_state *st, int stub)
+{
+    if (atomic_load_explicit(&st->spare_chunks, memory_order_relaxed) == 0)
+        return false;
+    pm__range_slot_t *r = &st->slot[stub];
+    bool moved = false;
+    pthread_mutex_lock(&st->spare_lock);
+    pthread_mutex_lock(&r->lock);
+    if (st->nspare > 0 &&
+        atomic_load_explicit(&r->lo, memory_order_relaxed) >=
+            atomic_load_explicit(&r->hi, memory_order_relaxed)) {
+        uint64_t lo = st->spare[st->nspare - 1][0], hi = st->spare[--st->nspare][1];
+        atomic_store_explicit(&r->lo, lo, memory_order_relaxed);
+        atomic_store_explicit(&r->hi, hi, memory_order_relaxed);
+        atomic_fetch_sub(&st->spare_chunks, hi - lo);
+        moved = true;
+    }
+    pthread_mutex_unlock(&r->lock);
+    pthread_mutex_unlock(&st->spare_lock);
+    return moved;
+}
+
 bool pm__ranges_take_own(pm__task_t *t, int stub, uint64_t *chunk)
 {
     pm__range_slot_t *r = &t->sched->slot[stub];
     bool got = false;
-    pthread_mutex_lock(&r->lock);
-    uint64_t lo = atomic_load_explicit(&r->lo, memory_order_relaxed);
-    if (lo < atomic_load_explicit(&r->hi, memory_order_relaxed)) {
-        *chunk = lo;
-        atomic_store_explicit(&r->lo, lo + 1, memory_order_relaxed);
-        got = true;
+    for (int pass = 0; pass < 2 && !got; pass++) {
+        if (pass == 1 && !take_spare(t->sched, stub))
+            break;
+        pthread_mutex_lock(&r->lock);
+        uint64_t lo = atomic_load_explicit(&r->lo, memory_order_relaxed);
+        if (lo < atomic_load_explicit(&r->hi, memory_order_relaxed)) {
+            *chunk = lo;
+            atomic_store_explicit(&r->lo, lo + 1, memory_order_relaxed);
+            got = true;
+        }
+        pthread_mutex_unlock(&r->lock);
     }
-    pthread_mutex_unlock(&r->lock);
     return got;
 }
 
@@ -107,7 +134,7 @@ bool pm__ranges_steal(pm__task_t *t, int stub, uint64_t *chunk)
 
 uint64_t pm__ranges_left(const pm__task_t *t)
 {
-    uint64_t n = 0;
+    uint64_t n = atomic_load_explicit(&t->sched->spare_chunks, memory_order_relaxed);
     for (int s = 0; s < t->sched->nstubs; s++) {
         uint64_t lo = atomic_load_explicit(&t->sched->slot[s].lo, memory_order_relaxed);
         uint64_t hi = atomic_load_explicit(&t->sched->slot[s].hi, memory_order_relaxed);
@@ -147,9 +174,9 @@ bool pm__ranges_give(pm__task_t *t, uint64_t *lo, uint64_t *hi)
 void pm__ranges_install(pm__task_t *t, uint64_t lo, uint64_t hi)
 {
     struct pm__sched_state *st = t->sched;
-    /* Ranges are asked for only when every local range is empty, and only one
-     * request is out at a time, so an empty eligible slot exists; a busy one
-     * is extended when adjacent, as a fallback. */
+    /* Ranges are asked for when the stubs run dry, so an empty eligible slot
+     * usually exists; a busy one is extended when adjacent; else the range
+     * waits as a spare for the next stub that runs out. */
     for (int pass = 0; pass < 2; pass++) {
         for (int s = 0; s < st->nstubs; s++) {
             pm__range_slot_t *r = &st->slot[s];
@@ -168,7 +195,24 @@ void pm__ranges_install(pm__task_t *t, uint64_t lo, uint64_t hi)
                 return;
         }
     }
-    assert(!"no slot for a received range");
+    pthread_mutex_lock(&st->spare_lock);
+    if (st->nspare == st->capspare) {
+        int cap = st->capspare ? 2 * st->capspare : 4;
+        uint64_t (*n)[2] = realloc(st->spare, (size_t)cap * sizeof *n);
+        if (n == NULL) { /* cannot happen in practice: a few bytes */
+            pthread_mutex_unlock(&st->spare_lock);
+            pm__error("task %llu: no memory to keep chunks %llu..%llu from another host",
+                      (unsigned long long)t->seq, (unsigned long long)lo,
+                      (unsigned long long)hi - 1);
+            abort();
+        }
+        st->spare = n;
+        st->capspare = cap;
+    }
+    st->spare[st->nspare][0] = lo;
+    st->spare[st->nspare++][1] = hi;
+    atomic_fetch_add(&st->spare_chunks, hi - lo);
+    pthread_mutex_unlock(&st->spare_lock);
 }
 
 void pm__ranges_fini(pm__task_t *t)
@@ -178,6 +222,8 @@ void pm__ranges_fini(pm__task_t *t)
         return;
     for (int s = 0; s < st->nstubs; s++)
         pthread_mutex_destroy(&st->slot[s].lock);
+    pthread_mutex_destroy(&st->spare_lock);
+    free(st->spare);
     free(st->slot);
     free(st);
     t->sched = NULL;

@@ -16,6 +16,12 @@ typedef struct pm__range_slot {
 struct pm__sched_state {
     int nstubs;
     pm__range_slot_t *slot;
+    /* Ranges from other hosts that found no idle stub to hold them: the
+     * next stub whose own range runs out takes one. */
+    pthread_mutex_t spare_lock;
+    uint64_t (*spare)[2];
+    int nspare, capspare;
+    atomic_uint_fast64_t spare_chunks;
 };
 
 /* Splits this host's share [t->lo, t->hi) of the chunks in contiguous
@@ -28,7 +34,8 @@ void pm__ranges_fini(pm__task_t *t);
 uint64_t pm__ranges_left(const pm__task_t *t);
 /* For another host: takes the back half of this host's largest range. */
 bool pm__ranges_give(pm__task_t *t, uint64_t *lo, uint64_t *hi);
-/* Installs a range received from another host on an idle eligible stub. */
+/* Installs a range received from another host on an idle eligible stub,
+ * else keeps it spare for the next stub that runs out. */
 void pm__ranges_install(pm__task_t *t, uint64_t lo, uint64_t hi);
 /* Weights of this host's stubs that may run the task: 1 per eligible stub. */
 int pm__ranges_equal_weights(const pm__task_t *t, int nstubs, double *weight);
