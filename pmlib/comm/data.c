@@ -273,15 +273,6 @@ typedef struct fetch {
     recs_t recs;
 } fetch_t;
 
-/* Whether [lo, hi) lies inside one valid range of the mirror. */
-static bool is_valid(const pm__acc_t *valid, uint64_t lo, uint64_t hi)
-{
-    for (uint32_t i = 0; i < valid->ncov; i++)
-        if (valid->cov[i].lo <= lo && hi <= valid->cov[i].hi)
-            return true;
-    return false;
-}
-
 static bool overlaps_inflight(const pm__mirror_t *mr, uint64_t lo, uint64_t hi)
 {
     for (uint32_t i = 0; i < mr->ninflight; i++)
@@ -344,14 +335,6 @@ static int add_missing(recs_t *v, int m, pm__mirror_t *mr, uint64_t lo, uint64_t
     return rc;
 }
 
-static bool strided_valid(const pm__acc_t *valid, const pm__sub_t *r)
-{
-    for (uint64_t q = 0; q < r->count; q++)
-        if (!is_valid(valid, r->offset + q * r->stride, r->offset + q * r->stride + r->block))
-            return false;
-    return true;
-}
-
 /* What chunk `chunk` reads and this host's mirrors lack; *wait when some of
  * it is on its way for another stub. */
 static int missing_reads(pm__task_t *t, uint64_t chunk, recs_t *out, bool *wait)
@@ -369,7 +352,7 @@ static int missing_reads(pm__task_t *t, uint64_t chunk, recs_t *out, bool *wait)
         }
         pm__mirror_t *mr = mirror_of(t->mems[r->mem]);
         pthread_mutex_lock(&mr->lock);
-        bool have = strided_valid(&mr->valid, r);
+        bool have = pm__acc_covers_rows(&mr->valid, r->offset, r->block, r->stride, r->count);
         pthread_mutex_unlock(&mr->lock);
         if (!have)
             rc = recs_add(out, r->mem, r->offset, r->block, r->stride, r->count);
@@ -496,7 +479,7 @@ static void fill_mirrors(fetch_t *f, const unsigned char *in)
         for (uint64_t q = 0; q < r->count; q++, in += r->block) {
             uint64_t lo = r->offset + q * r->stride;
             /* Bytes already valid may be in use by a running subtask: leave them. */
-            if (!is_valid(&mr->valid, lo, lo + r->block)) {
+            if (!pm__acc_covers(&mr->valid, lo, lo + r->block)) {
                 memcpy(base + lo, in, r->block);
                 pm__acc_cover(&mr->valid, lo, lo + r->block);
             }

@@ -569,16 +569,7 @@ static mirror_t *mirror_of(cuda_priv_t *p, const pm__memory_t *mem)
     return mr;
 }
 
-/* Whether the rows of part q all lie in one range of `a` each, or whether
- * any of them touches `a`. */
-static bool part_covered(const pm__acc_t *a, const pm__sub_t *q)
-{
-    for (uint64_t k = 0; k < q->count; k++)
-        if (!pm__acc_covers(a, q->offset + k * q->stride, q->offset + k * q->stride + q->block))
-            return false;
-    return true;
-}
-
+/* Whether any row of part q touches `a`. */
 static bool part_touches(const pm__acc_t *a, const pm__sub_t *q)
 {
     for (uint64_t k = 0; k < q->count && a->ncov > 0; k++)
@@ -857,7 +848,7 @@ static int open_mirror(run_t *r, slot_t *sl, pm__subs_view_t v, int m, void **na
         if (q->mem != m || !(q->access & PM_READ))
             continue;
         read = true;
-        if (part_covered(&mr->valid, q))
+        if (pm__acc_covers_rows(&mr->valid, q->offset, q->block, q->stride, q->count))
             continue;
         rc = copy_in(r, sl, mr->buf.ptr, mem->data, r->pinned[m], (parts_t){q, 1, m, PM_READ});
         if (rc == 0)

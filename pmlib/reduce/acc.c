@@ -107,6 +107,15 @@ bool pm__acc_covers(const pm__acc_t *a, uint64_t lo, uint64_t hi)
     return i < a->ncov && a->cov[i].lo <= lo && hi <= a->cov[i].hi;
 }
 
+bool pm__acc_covers_rows(const pm__acc_t *a, uint64_t off, uint64_t block, uint64_t stride,
+                         uint64_t count)
+{
+    for (uint64_t k = 0; k < count; k++)
+        if (!pm__acc_covers(a, off + k * stride, off + k * stride + block))
+            return false;
+    return true;
+}
+
 bool pm__acc_touches(const pm__acc_t *a, uint64_t lo, uint64_t hi)
 {
     uint32_t i = first_after(a, lo);

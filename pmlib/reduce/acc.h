@@ -44,6 +44,10 @@ int pm__acc_cover(pm__acc_t *a, uint64_t lo, uint64_t hi);
  * range; whether any byte of it does. */
 bool pm__acc_covers(const pm__acc_t *a, uint64_t lo, uint64_t hi);
 bool pm__acc_touches(const pm__acc_t *a, uint64_t lo, uint64_t hi);
+/* Whether each of the `count` blocks of `block` bytes `stride` apart from
+ * `off` lies inside one range. */
+bool pm__acc_covers_rows(const pm__acc_t *a, uint64_t off, uint64_t block, uint64_t stride,
+                         uint64_t count);
 /* Adds (or, with add false, removes) the `count` blocks of `block` bytes
  * `stride` apart from `off`, in one pass over the set. */
 int pm__acc_apply_rows(pm__acc_t *a, uint64_t off, uint64_t block, uint64_t stride,

@@ -1,9 +1,10 @@
 /*
  * Proves the interval sets of reduce/acc.c (pm__acc_cover, pm__acc_apply_rows,
- * pm__acc_covers, pm__acc_touches), which the GPU stub uses to know which
- * bytes of a device mirror are valid, against a byte map: random strided
- * additions and removals, after each of which the set must be sorted,
- * disjoint, non-adjacent and hold exactly the bytes the map holds.
+ * pm__acc_covers, pm__acc_covers_rows, pm__acc_touches), which the GPU stub
+ * and the other hosts' mirrors use to know which bytes are valid, against a
+ * byte map: random strided additions and removals, after each of which the
+ * set must be sorted, disjoint, non-adjacent and hold exactly the bytes the
+ * map holds.
  */
 #include <check.h>
 #include <stdlib.h>
@@ -54,6 +55,8 @@ START_TEST(test_rows_match_byte_map)
             ck_assert_int_eq(pm__acc_apply_rows(&a, off, block, stride, count, add), 0);
             map_rows(map, off, block, stride, count, add);
             check_same(&a, map);
+            /* The rows just added are covered; those just removed are not. */
+            ck_assert(pm__acc_covers_rows(&a, off, block, stride, count) == add);
         }
     }
     pm__acc_free(&a);
