@@ -220,6 +220,7 @@ PM_EXPORT int pm_subscribe(pm_subscription_t *sub, int mem, pm_access_t access,
 /**
  * Strided form: `count` blocks of `block` bytes, the first at `offset`, each
  * `stride` bytes after the previous one (a column of a row-major matrix).
+ * Blocks end to end (stride == block) are one contiguous range.
  */
 PM_EXPORT int pm_subscribe_strided(pm_subscription_t *sub, int mem,
                                    pm_access_t access, size_t offset,

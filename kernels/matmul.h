@@ -16,12 +16,14 @@ enum matmul_kernel {
 };
 
 /**
- * c = a x b on the GPU, row-major: a and c hold `rows` rows of n floats,
- * b is n x n; all are device pointers. Enqueues on `stream` and returns 0,
- * or prints one line and returns a nonzero CUDA or cuBLAS status.
+ * c = a x b on the GPU for a block of the product, row-major with every row
+ * n floats long: a holds `rows` rows of n floats, b is n x `cols` (columns
+ * of an n x n matrix), c is rows x cols; all are device pointers. Enqueues
+ * on `stream` and returns 0, or prints one line and returns a nonzero CUDA
+ * or cuBLAS status.
  */
-int matmul_gpu(const float *a, const float *b, float *c, int rows, int n,
-               enum matmul_kernel kernel, void *stream);
+int matmul_gpu(const float *a, const float *b, float *c, int rows, int cols,
+               int n, enum matmul_kernel kernel, void *stream);
 
 #ifdef __cplusplus
 }

@@ -5,8 +5,8 @@
  * most lanes idle behind the longest list and read src[] uncoalesced. A
  * group strides over its page's in-edges (consecutive lanes read
  * consecutive src[] entries), each lane with up to DEPTH of them in flight
- * at once (the rank and inv_deg reads are random: the step is bound by how
- * many of them the memory serves), and sums with shuffles; a page with
+ * at once (the share reads are random: the step is bound by how many of
+ * them the memory serves), and sums with shuffles; a page with
  * more than BIG in-edges is taken by the whole warp instead, so no group holds its
  * warp back for long. The two statistics are summed per warp with
  * shuffles, then per block, then added to the subtask's private (reduced)
@@ -25,13 +25,13 @@
 #define FULL 0xffffffffu
 
 /*
- * Sum of rank[u] * inv_deg[u] over u = src[e], e = from, from + step, ...
- * below to: each round first reads DEPTH entries of src[], then their
- * ranks, so that DEPTH reads of each kind are in flight together.
+ * Sum of share[u] over u = src[e], e = from, from + step, ... below to:
+ * each round first reads DEPTH entries of src[], then their shares, so
+ * that DEPTH reads of each kind are in flight together.
  */
 __device__ static __forceinline__ double
-gather(const uint32_t *__restrict__ src, const double *__restrict__ inv_deg,
-       const double *__restrict__ rank, uint64_t from, uint64_t to, int step)
+gather(const uint32_t *__restrict__ src, const double *__restrict__ share,
+       uint64_t from, uint64_t to, int step)
 {
     double sum = 0;
 
@@ -45,7 +45,7 @@ gather(const uint32_t *__restrict__ src, const double *__restrict__ inv_deg,
 #pragma unroll
         for (int j = 0; j < DEPTH; j++)
             if (e + j * step < to)
-                sum += rank[u[j]] * inv_deg[u[j]];
+                sum += share[u[j]];
     }
     return sum;
 }
@@ -58,7 +58,8 @@ gather(const uint32_t *__restrict__ src, const double *__restrict__ inv_deg,
 __global__ void __launch_bounds__(THREADS, 1)
 pull_kernel(const uint64_t *__restrict__ off, const uint32_t *__restrict__ src,
             const double *__restrict__ inv_deg,
-            const double *__restrict__ rank, double *__restrict__ next,
+            const double *__restrict__ rank, const double *__restrict__ share,
+            double *__restrict__ next_rank, double *__restrict__ next_share,
             double *stats, uint64_t first, uint64_t last, double base,
             double damping)
 {
@@ -75,7 +76,7 @@ pull_kernel(const uint64_t *__restrict__ off, const uint32_t *__restrict__ src,
         hi = off[v + 1];
     }
     if (hi - lo <= BIG)
-        sum = gather(src, inv_deg, rank, lo + sub, hi, GROUP);
+        sum = gather(src, share, lo + sub, hi, GROUP);
     /* Large pages, one at a time, by all 32 lanes; the sum goes to the
      * first lane of the page's group (its other lanes hold 0). */
     big = __ballot_sync(FULL, hi - lo > BIG);
@@ -83,7 +84,7 @@ pull_kernel(const uint64_t *__restrict__ off, const uint32_t *__restrict__ src,
         int leader = __ffs(big) - 1;
         uint64_t b = __shfl_sync(FULL, lo, leader);
         uint64_t end = __shfl_sync(FULL, hi, leader);
-        double s = gather(src, inv_deg, rank, b + lane, end, 32);
+        double s = gather(src, share, b + lane, end, 32);
 
         for (int m = 16; m > 0; m /= 2)
             s += __shfl_xor_sync(FULL, s, m);
@@ -96,7 +97,8 @@ pull_kernel(const uint64_t *__restrict__ off, const uint32_t *__restrict__ src,
     if (v < last && sub == 0) {
         double r = base + damping * sum;
 
-        next[v] = r;
+        next_rank[v] = r;
+        next_share[v] = r * inv_deg[v];
         dangling = inv_deg[v] == 0 ? r : 0;
         change = fabs(r - rank[v]);
     }
@@ -121,9 +123,10 @@ pull_kernel(const uint64_t *__restrict__ off, const uint32_t *__restrict__ src,
 
 extern "C" int pagerank_gpu_pull(const uint64_t *off, const uint32_t *src,
                                  const double *inv_deg, const double *rank,
-                                 double *next, double *stats, uint64_t first,
-                                 uint64_t last, double base, double damping,
-                                 void *stream)
+                                 const double *share, double *next_rank,
+                                 double *next_share, double *stats,
+                                 uint64_t first, uint64_t last, double base,
+                                 double damping, void *stream)
 {
     uint64_t blocks;
     cudaError_t e;
@@ -137,7 +140,8 @@ extern "C" int pagerank_gpu_pull(const uint64_t *off, const uint32_t *src,
         return 1;
     }
     pull_kernel<<<(unsigned)blocks, THREADS, 0, (cudaStream_t)stream>>>(
-        off, src, inv_deg, rank, next, stats, first, last, base, damping);
+        off, src, inv_deg, rank, share, next_rank, next_share, stats, first,
+        last, base, damping);
     e = cudaGetLastError();
     if (e != cudaSuccess) {
         fprintf(stderr, "pagerank: pull_kernel launch failed: %s\n",

@@ -1,12 +1,17 @@
 /*
  * matmul: C = A x B for square fp32 matrices, row-major.
  *
- * Each subtask computes a block of rows of C from the same rows of A and all
- * of B. Every subtask reads the whole of B, so pmlib sends it once to each
- * host and each GPU and keeps it cached there. The serial reference, which
- * --verify trusts, is one single-threaded cblas_sgemm on the whole matrices;
- * the CPU callback makes the same call on its rows, the cuda callback calls
- * cuBLAS (or a plain kernel) on the stream pmlib gives it.
+ * Each subtask computes a block of C: R rows by W columns, from the same
+ * rows of A and the same columns of B (a strided subscription: one block of
+ * W floats from every row of B). With W = N (the CPU default) a subtask
+ * reads all of B, which pmlib sends once to each host and GPU and keeps
+ * cached there. With narrower blocks (the default on hosts with several
+ * GPUs) a GPU starts on its first block once that block's panel of B is
+ * in, instead of waiting for all of B.
+ * The serial reference, which --verify trusts, is one single-threaded
+ * cblas_sgemm on the whole matrices; the CPU callback makes the same call
+ * on its block, the cuda callback calls cuBLAS (or a plain kernel) on the
+ * stream pmlib gives it.
  */
 #include <cblas.h>
 #include <inttypes.h>
@@ -24,6 +29,7 @@
 #define VERIFY_N 512u
 #define MAX_N 65536u  /* 16 GiB per matrix; cblas and cuBLAS take int sizes */
 #define ROW_GRANULE 16u
+#define MIN_PANEL 8192u /* floats in a row of a default panel of B: 32 KiB */
 
 /* Uniform in [-1, 1) from a hash of the element index: the same every run. */
 static float entry(uint64_t i, uint64_t salt)
@@ -57,23 +63,39 @@ static void matmul_serial(const float *a, const float *b, float *c, int n)
 /* All 64-bit fields: no padding bytes to leave uninitialized in the blob. */
 struct matmul_conf {
     uint64_t n;      /* matrix order */
-    uint64_t rows;   /* rows of C per subtask; the last may get fewer */
+    uint64_t rows;   /* rows of C per block; the last may get fewer */
+    uint64_t cols;   /* columns of C per block; the last may get fewer */
     uint64_t kernel; /* enum matmul_kernel */
 };
 
 enum { MEM_A, MEM_B, MEM_C };
 
-static uint64_t subtask_count(const struct matmul_conf *cf)
+static uint64_t row_blocks(const struct matmul_conf *cf)
 {
     return (cf->n + cf->rows - 1) / cf->rows;
 }
 
-/* Subtask k owns rows [begin, end) of A and C. */
-static void row_block(const struct matmul_conf *cf, uint64_t k,
-                      uint64_t *begin, uint64_t *end)
+static uint64_t subtask_count(const struct matmul_conf *cf)
 {
-    *begin = k * cf->rows;
-    *end = *begin + cf->rows < cf->n ? *begin + cf->rows : cf->n;
+    return row_blocks(cf) * ((cf->n + cf->cols - 1) / cf->cols);
+}
+
+/* A block of C: rows [r0, r1) and columns [c0, c1). */
+struct block {
+    uint64_t r0, r1, c0, c1;
+};
+
+/* Subtask k's block; blocks are numbered down each panel of columns, so a
+ * host or GPU given consecutive subtasks reuses the panel of B it has. */
+static struct block block_of(const struct matmul_conf *cf, uint64_t k)
+{
+    struct block b;
+
+    b.r0 = k % row_blocks(cf) * cf->rows;
+    b.c0 = k / row_blocks(cf) * cf->cols;
+    b.r1 = b.r0 + cf->rows < cf->n ? b.r0 + cf->rows : cf->n;
+    b.c1 = b.c0 + cf->cols < cf->n ? b.c0 + cf->cols : cf->n;
+    return b;
 }
 
 static int matmul_subscribe(pm_subscription_t *sub,
@@ -81,33 +103,35 @@ static int matmul_subscribe(pm_subscription_t *sub,
 {
     const struct matmul_conf *cf = info->conf;
     size_t row_bytes = cf->n * sizeof(float);
-    uint64_t begin, end;
+    struct block b = block_of(cf, info->id);
+    size_t width = (b.c1 - b.c0) * sizeof(float), col = b.c0 * sizeof(float);
     int rc;
 
-    row_block(cf, info->id, &begin, &end);
-    rc = pm_subscribe(sub, MEM_A, PM_READ, begin * row_bytes,
-                      (end - begin) * row_bytes);
-    if (rc == 0) /* all of B, the same bytes for every subtask */
-        rc = pm_subscribe(sub, MEM_B, PM_READ, 0, cf->n * row_bytes);
+    rc = pm_subscribe(sub, MEM_A, PM_READ, b.r0 * row_bytes,
+                      (b.r1 - b.r0) * row_bytes);
+    /* Columns [c0, c1) of every row of B, and of my rows of C. */
     if (rc == 0)
-        rc = pm_subscribe(sub, MEM_C, PM_WRITE, begin * row_bytes,
-                          (end - begin) * row_bytes);
+        rc = pm_subscribe_strided(sub, MEM_B, PM_READ, col, width, row_bytes,
+                                  cf->n);
+    if (rc == 0)
+        rc = pm_subscribe_strided(sub, MEM_C, PM_WRITE,
+                                  b.r0 * row_bytes + col, width, row_bytes,
+                                  b.r1 - b.r0);
     return rc;
 }
 
-/* The serial call restricted to my rows: same offsets, fewer rows. */
+/* The serial call restricted to my block: same offsets and strides. */
 static int matmul_cpu(const pm_subtask_info_t *info)
 {
     const struct matmul_conf *cf = info->conf;
     const float *a = info->mem[MEM_A], *b = info->mem[MEM_B];
     float *c = info->mem[MEM_C];
     int n = (int)cf->n;
-    uint64_t begin, end;
+    struct block k = block_of(cf, info->id);
 
-    row_block(cf, info->id, &begin, &end);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)(end - begin),
-                n, n, 1.0f, a + begin * cf->n, n, b, n, 0.0f,
-                c + begin * cf->n, n);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)(k.r1 - k.r0),
+                (int)(k.c1 - k.c0), n, 1.0f, a + k.r0 * cf->n, n, b + k.c0, n,
+                0.0f, c + k.r0 * cf->n + k.c0, n);
     return 0;
 }
 
@@ -118,11 +142,10 @@ static int matmul_cuda(const pm_subtask_info_t *info, void *stream)
     const struct matmul_conf *cf = info->conf;
     const float *a = info->mem[MEM_A], *b = info->mem[MEM_B];
     float *c = info->mem[MEM_C];
-    uint64_t begin, end;
+    struct block k = block_of(cf, info->id);
 
-    row_block(cf, info->id, &begin, &end);
-    return matmul_gpu(a + begin * cf->n, b, c + begin * cf->n,
-                      (int)(end - begin), (int)cf->n,
+    return matmul_gpu(a + k.r0 * cf->n, b + k.c0, c + k.r0 * cf->n + k.c0,
+                      (int)(k.r1 - k.r0), (int)(k.c1 - k.c0), (int)cf->n,
                       (enum matmul_kernel)cf->kernel, stream);
 }
 #endif
@@ -132,7 +155,7 @@ static int matmul_cuda(const pm_subtask_info_t *info, void *stream)
 /* ------------------------------------------------------------------------ */
 
 struct options {
-    uint64_t n, rows;        /* 0: the defaults, chosen once pmlib is up */
+    uint64_t n, rows, cols;  /* 0: the defaults, chosen once pmlib is up */
     enum matmul_kernel kernel;
     int devices, serial, verify;
     unsigned runs;
@@ -141,18 +164,22 @@ struct options {
 static void usage(void)
 {
     printf(
-"usage: matmul [-n N] [--rows R] [--kernel cublas|simple] [--runs K]\n"
-"              [--device cpu|gpu|all] [--no-serial] [--verify] [--help]\n"
+"usage: matmul [-n N] [--rows R] [--cols W] [--kernel cublas|simple]\n"
+"              [--runs K] [--device cpu|gpu|all] [--no-serial] [--verify]\n"
+"              [--help]\n"
 "\n"
 "Computes C = A x B for N x N fp32 matrices (row-major, entries uniform in\n"
-"[-1, 1)). Each subtask computes R rows of C: cblas_sgemm on a CPU core,\n"
-"cuBLAS sgemm on a GPU. The serial reference is one single-threaded\n"
-"cblas_sgemm of the whole matrices. Times exclude filling the matrices; the\n"
-"pmlib time covers pm_task_submit + pm_task_wait.\n"
+"[-1, 1)). Each subtask computes a block of R rows by W columns of C:\n"
+"cblas_sgemm on a CPU core, cuBLAS sgemm on a GPU. The serial reference is\n"
+"one single-threaded cblas_sgemm of the whole matrices. Times exclude\n"
+"filling the matrices; the pmlib time covers pm_task_submit + pm_task_wait.\n"
 "\n"
 "  -n N             matrix order (default %u; with --verify %u)\n"
-"  --rows R         rows per subtask (default: about 4 subtasks per core and\n"
+"  --rows R         rows per block (default: about 4 subtasks per core and\n"
 "                   16 per GPU in use, a multiple of %u)\n"
+"  --cols W         columns per block (default N; with k > 1 GPUs on a host,\n"
+"                   N / k but at least %u, so that each GPU starts once its\n"
+"                   panel of B is in, not all of B)\n"
 "  --kernel K       GPU code: cublas (default) or simple (a plain kernel)\n"
 "  --runs K         run the pmlib product K times on the same matrices\n"
 "                   (default 1) and report the best; every run copies A\n"
@@ -168,13 +195,13 @@ static void usage(void)
 "Environment: PMLIB_NCPU (CPU stubs per host, default one per core),\n"
 "PMLIB_SCHED (pull, static or proportional), PMLIB_LOG. Under mpirun every\n"
 "host takes part; host 0 owns the matrices and prints the results.\n",
-           DEFAULT_N, VERIFY_N, ROW_GRANULE);
+           DEFAULT_N, VERIFY_N, ROW_GRANULE, MIN_PANEL);
 }
 
 /* Parsed before pm_init, so that --help and typos start no runtime. */
 static void parse_options(int argc, char **argv, struct options *o)
 {
-    *o = (struct options){0, 0, MATMUL_CUBLAS, PM_DEVICE_ANY, 1, 0, 1};
+    *o = (struct options){0, 0, 0, MATMUL_CUBLAS, PM_DEVICE_ANY, 1, 0, 1};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
 
@@ -191,6 +218,11 @@ static void parse_options(int argc, char **argv, struct options *o)
             i++;
             if (o->rows == 0)
                 app_usage_error("matmul", "--rows must be at least 1");
+        } else if (strcmp(a, "--cols") == 0) {
+            o->cols = app_size_arg("matmul", a, val);
+            i++;
+            if (o->cols == 0)
+                app_usage_error("matmul", "--cols must be at least 1");
         } else if (strcmp(a, "--kernel") == 0) {
             if (val != NULL && strcmp(val, "cublas") == 0)
                 o->kernel = MATMUL_CUBLAS;
@@ -330,9 +362,42 @@ static int close_enough(const float *c, const float *ref, const float *a,
     return bad == 0;
 }
 
+/*
+ * Fills in the block sizes not given. On CPUs and one GPU, blocks of whole
+ * rows: every host or GPU receives all of B either way. With k GPUs, k
+ * panels of columns (but rows of at least MIN_PANEL floats, which copy at
+ * full speed): blocks are numbered down each panel, so each GPU mostly
+ * works in one panel and waits for 1/k of B before its first product,
+ * not all of it, while A comes in one block of rows at a time behind the
+ * products. Rows per block keep about 4 subtasks per core and 16 per GPU.
+ */
+static void default_blocks(const struct options *o, struct matmul_conf *cf)
+{
+    uint64_t per = app_default_per_subtask_on(cf->n, ROW_GRANULE, o->devices);
+    uint64_t panels = 1;
+    int gpus = 0;
+
+    if (o->devices & PM_DEVICE_GPU)
+        APP_CHECK(pm_device_count(PM_DEVICE_GPU, &gpus));
+    if (cf->cols == 0) {
+        cf->cols = cf->n;
+        if (gpus > 1) {
+            uint64_t w = (cf->n + (uint64_t)gpus - 1) / (uint64_t)gpus;
+
+            w = (w + ROW_GRANULE - 1) / ROW_GRANULE * ROW_GRANULE;
+            cf->cols = w > MIN_PANEL ? w : MIN_PANEL;
+        }
+    }
+    cf->cols = cf->cols < cf->n ? cf->cols : cf->n;
+    panels = (cf->n + cf->cols - 1) / cf->cols;
+    if (cf->rows == 0)
+        cf->rows = per * panels;
+    cf->rows = cf->rows < cf->n ? cf->rows : cf->n;
+}
+
 static int run(const struct options *o)
 {
-    struct matmul_conf cf = {o->n, o->rows, o->kernel};
+    struct matmul_conf cf = {o->n, o->rows, o->cols, o->kernel};
     size_t bytes = o->n * o->n * sizeof(float);
     pm_memory_t a, b, c;
     float *ref = NULL;
@@ -341,14 +406,10 @@ static int run(const struct options *o)
     const char *verdict = "skipped";
 
     app_require_devices("matmul", o->devices, PMLIB_HAVE_CUDA);
-    if (cf.rows == 0)
-        cf.rows = app_default_per_subtask_on(cf.n, ROW_GRANULE,
-                                             o->devices);
-    if (cf.rows > cf.n)
-        cf.rows = cf.n;
-    printf("matmul: n=%" PRIu64 " rows=%" PRIu64 " subtasks=%" PRIu64
-           " device=%s kernel=%s hosts=%d\n", cf.n, cf.rows,
-           subtask_count(&cf), app_device_name(o->devices),
+    default_blocks(o, &cf);
+    printf("matmul: n=%" PRIu64 " rows=%" PRIu64 " cols=%" PRIu64
+           " subtasks=%" PRIu64 " device=%s kernel=%s hosts=%d\n", cf.n,
+           cf.rows, cf.cols, subtask_count(&cf), app_device_name(o->devices),
            cf.kernel == MATMUL_SIMPLE ? "simple" : "cublas", pm_host_count());
 
     APP_CHECK(pm_memory_create(bytes, &a));

@@ -84,6 +84,10 @@ int pm_subscribe_strided(pm_subscription_t *sub, int mem, pm_access_t access,
         return sub_error(sub, PM_ERANGE, "subscribes bytes %zu..%zu of memory %d, which has %zu bytes; "
                          "keep offset + length within the memory", offset,
                          span == SIZE_MAX ? SIZE_MAX : offset + span - 1, mem, bytes);
+    if (count > 1 && stride == block) { /* blocks end to end: one range */
+        block = span;
+        count = 1;
+    }
     if (tm->reduce != PM_REDUCE_NONE) {
         size_t es = tm->reduce == PM_REDUCE_CUSTOM ? 1 : pm_type_size(tm->type);
         if (count > 1)

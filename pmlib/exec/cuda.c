@@ -37,7 +37,7 @@
 #define CACHE_BUCKETS 1024             /* power of two */
 #define CACHE_MAX 4096                 /* cached ranges; the LRU ones go beyond */
 #define MAX_PITCH ((uint64_t)1 << 30)  /* larger strides copy row by row */
-#define NARROW_ROW ((uint64_t)1 << 20) /* narrower rows go home through a kernel */
+#define NARROW_ROW ((uint64_t)32 << 10) /* default: narrower rows move through a kernel */
 #define QUIET PM__LOG_DEBUG            /* failures a subtask's message reports */
 #define NO_MIRROR 1                    /* not an error: use buffers of the hull instead */
 
@@ -178,6 +178,7 @@ typedef struct cuda_priv {
     mirror_t *mirrors;
     uint64_t tick;
     size_t held, cap;     /* device bytes held; idle ones are trimmed above cap */
+    uint64_t narrow_row;  /* strided rows narrower than this move through a kernel */
     unsigned char *scratch; /* host copy of a custom-reduced output */
     size_t scratch_cap;
 } cuda_priv_t;
@@ -648,6 +649,9 @@ static int stage_in(slot_t *sl, void *dev_nat, const void *host_nat, const piece
 static int copy_in(run_t *r, slot_t *sl, void *dev_nat, const void *host_nat, bool pinned,
                    parts_t ps)
 {
+    /* A memory's own page-locked buffer is mapped: narrow rows come by kernel. */
+    const void *mapped_nat =
+        pinned && host_nat == r->t->mems[ps.mem]->data ? r->mapped[ps.mem] : NULL;
     int rc = 0;
     for (uint32_t i = 0; i < ps.n && rc == 0; i++) {
         const pm__sub_t *q = &ps.r[i];
@@ -656,7 +660,11 @@ static int copy_in(run_t *r, slot_t *sl, void *dev_nat, const void *host_nat, bo
         uint64_t pos = 0;
         piece_t pc;
         while (rc == 0 && next_piece(q, pinned ? UINT64_MAX : STAGE_BYTES, &pos, &pc)) {
-            if (pinned)
+            if (mapped_nat != NULL && pc.rows > 1 && pc.block < r->p->narrow_row)
+                rc = PM__CUDA(QUIET, (cudaError_t)pm__cuda_copy_rows(
+                                         at(dev_nat, pc.off), at(mapped_nat, pc.off), pc.block,
+                                         pc.stride, pc.rows, sl->stream));
+            else if (pinned)
                 rc = copy_rows(at(dev_nat, pc.off), pc.stride, at(host_nat, pc.off), pc.stride,
                                pc.block, pc.rows, cudaMemcpyHostToDevice, sl->stream);
             else
@@ -689,9 +697,9 @@ static int unstage(slot_t *sl, pending_t *pd, void *host_nat)
 /* Sends one piece device -> host; a staged one is scattered one step later,
  * so each piece's copy overlaps the scatter of the one before. */
 static int out_piece(slot_t *sl, const void *dev_nat, void *host_nat, bool pinned,
-                     void *mapped_nat, const piece_t *pc, pending_t *pd)
+                     void *mapped_nat, uint64_t narrow, const piece_t *pc, pending_t *pd)
 {
-    if (mapped_nat != NULL && pc->rows > 1 && pc->block < NARROW_ROW)
+    if (mapped_nat != NULL && pc->rows > 1 && pc->block < narrow)
         return PM__CUDA(QUIET, (cudaError_t)pm__cuda_copy_rows(
                                    at(mapped_nat, pc->off), at(dev_nat, pc->off), pc->block,
                                    pc->stride, pc->rows, sl->stream));
@@ -725,7 +733,8 @@ static int copy_out(run_t *r, slot_t *sl, const void *dev_nat, void *host_nat, b
         uint64_t pos = 0;
         piece_t pc;
         while (rc == 0 && next_piece(q, pinned ? UINT64_MAX : STAGE_BYTES, &pos, &pc)) {
-            rc = out_piece(sl, dev_nat, host_nat, pinned, mapped_nat, &pc, &pd);
+            rc = out_piece(sl, dev_nat, host_nat, pinned, mapped_nat, r->p->narrow_row, &pc,
+                           &pd);
             r->cnt->bytes_from_gpu += pc.block * pc.rows;
         }
     }
@@ -1468,6 +1477,30 @@ static size_t memory_cap(size_t total)
     return (size_t)mb << 20;
 }
 
+/*
+ * PMLIB_CUDA_NARROW_ROW: rows of a strided part narrower than this many
+ * bytes move between the GPU and a memory's page-locked buffer through a
+ * copy kernel; wider ones, and all rows when it is 0, by 2-D copies. A 2-D
+ * copy pays per row and is slow for narrow rows, but the kernel takes SMs
+ * from the callbacks' kernels running beside it; 32 KiB is about where
+ * 2-D copies come within 10% of a contiguous copy.
+ */
+static uint64_t narrow_row(void)
+{
+    const char *v = getenv("PMLIB_CUDA_NARROW_ROW");
+    if (v == NULL || *v == '\0')
+        return NARROW_ROW;
+    char *end;
+    errno = 0;
+    unsigned long long b = strtoull(v, &end, 10);
+    if (errno != 0 || *end != '\0' || v[0] == '-' || b > ((uint64_t)1 << 30)) {
+        pm__warn("PMLIB_CUDA_NARROW_ROW=%s is not a byte count from 0 to %llu; using %llu", v,
+                 (unsigned long long)1 << 30, (unsigned long long)NARROW_ROW);
+        return NARROW_ROW;
+    }
+    return b;
+}
+
 static int cuda_init(pm__stub_t *s)
 {
     cuda_priv_t *p = calloc(1, sizeof *p);
@@ -1479,6 +1512,7 @@ static int cuda_init(pm__stub_t *s)
     if (rc == 0)
         rc = gpu_query(s->device_index, &p->gpu);
     p->cap = memory_cap(p->gpu.mem_bytes);
+    p->narrow_row = narrow_row();
     for (int i = 0; i < SLOTS && rc == 0; i++)
         rc = slot_init(&p->slot[i]);
     for (int i = 0; i < CHUNK_STATES && rc == 0; i++) {

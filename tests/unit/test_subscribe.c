@@ -273,6 +273,47 @@ START_TEST(test_strided_columns)
 }
 END_TEST
 
+/*
+ * Blocks end to end (stride == block) are one range: allowed even on a
+ * reduced memory, where a strided subscription is not. Every subtask adds
+ * id + 1 to each of its elements, written as ROWS blocks of 4 int64.
+ */
+#define TILED 4
+
+static int tiled_subscribe(pm_subscription_t *sub,
+                           const pm_subtask_info_t *info)
+{
+    (void)info;
+    return pm_subscribe_strided(sub, 0, PM_WRITE, 0, TILED * 8, TILED * 8,
+                                ROWS);
+}
+
+static int tiled_cpu(const pm_subtask_info_t *info)
+{
+    int64_t *x = info->mem[0];
+
+    for (size_t i = 0; i < TILED * ROWS; i++)
+        x[i] += (int64_t)info->id + 1;
+    return 0;
+}
+
+START_TEST(test_end_to_end_blocks_are_one_range)
+{
+    pm_memory_t m = tu_memory(TILED * ROWS * 8);
+    const int64_t *x = pm_memory_data(m);
+    pm_task_desc_t desc;
+    int idx;
+
+    tu_desc(&desc, "tiled", 5);
+    idx = tu_add(&desc, m, PM_WRITE);
+    ck_assert_int_eq(pm_task_desc_reduce(&desc, idx, PM_REDUCE_SUM,
+                                         PM_INT64), PM_OK);
+    ck_assert_int_eq(tu_run(&desc), PM_OK);
+    for (size_t i = 0; i < TILED * ROWS; i++)
+        ck_assert_int_eq(x[i], 1 + 2 + 3 + 4 + 5);
+}
+END_TEST
+
 /* ------------------------------------------------------------------------ */
 /* Read-only input beside a written output; three memories                   */
 /* ------------------------------------------------------------------------ */
@@ -610,6 +651,7 @@ static void setup(void)
     tu_register("gather", gather_subscribe, gather_cpu);
     tu_register("axpy", axpy_subscribe, axpy_cpu);
     tu_register("three", three_subscribe, three_cpu);
+    tu_register("tiled", tiled_subscribe, tiled_cpu);
     tu_register("info", one_elem_subscribe, info_cpu);
     tu_register("nosub", NULL, count_cpu);
     tu_register("blob", blob_subscribe, blob_cpu);
@@ -634,6 +676,7 @@ static Suite *subscribe_suite(void)
     tcase_add_test(view, test_more_subtasks_than_elements);
     /* _i is the number of columns per subtask: 1 (one element) or 2 */
     tcase_add_loop_test(strided, test_strided_columns, 1, 3);
+    tcase_add_test(strided, test_end_to_end_blocks_are_one_range);
     tcase_add_test(modes, test_read_input_write_output);
     tcase_add_test(modes, test_three_memories);
     tcase_add_test(misc, test_subtask_info);
