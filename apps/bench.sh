@@ -114,7 +114,7 @@ set style data histograms
 set style fill solid 0.8
 set logscale y
 set ylabel "speedup over serial"
-set key top left
+set key outside right top
 set xtics rotate by -30
 plot "$out/cpu.dat" using 3:xtic(2) title "CPU, 1 host", \
      "$out/mpi.dat" using 3 title "CPU, 2 hosts", \
