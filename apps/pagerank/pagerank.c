@@ -433,28 +433,28 @@ static int pagerank_subscribe(pm_subscription_t *sub,
 {
     const struct pagerank_conf *cf = info->conf;
     uint64_t page[2], edge[2];
-    size_t mine, count;
+    size_t at, len; /* my pages' bytes in a page-indexed array */
     int rc;
 
     block_of(cf, info->id, page, edge);
-    mine = page[0] * sizeof(double);
-    count = (page[1] - page[0]) * sizeof(double);
+    at = page[0] * sizeof(double);
+    len = (page[1] - page[0]) * sizeof(double);
     rc = pm_subscribe(sub, MEM_OFF, PM_READ, page[0] * sizeof(uint64_t),
                       (page[1] - page[0] + 1) * sizeof(uint64_t));
     if (rc == 0)
         rc = pm_subscribe(sub, MEM_SRC, PM_READ, edge[0] * sizeof(uint32_t),
                           (edge[1] - edge[0]) * sizeof(uint32_t));
     if (rc == 0)
-        rc = pm_subscribe(sub, MEM_INV, PM_READ, mine, count);
+        rc = pm_subscribe(sub, MEM_INV, PM_READ, at, len);
     if (rc == 0)
-        rc = pm_subscribe(sub, MEM_RANK, PM_READ, mine, count);
+        rc = pm_subscribe(sub, MEM_RANK, PM_READ, at, len);
     if (rc == 0) /* in-links may come from any page */
         rc = pm_subscribe(sub, MEM_SHARE, PM_READ, 0,
                           cf->pages * sizeof(double));
     if (rc == 0)
-        rc = pm_subscribe(sub, MEM_NEXT_RANK, PM_WRITE, mine, count);
+        rc = pm_subscribe(sub, MEM_NEXT_RANK, PM_WRITE, at, len);
     if (rc == 0)
-        rc = pm_subscribe(sub, MEM_NEXT_SHARE, PM_WRITE, mine, count);
+        rc = pm_subscribe(sub, MEM_NEXT_SHARE, PM_WRITE, at, len);
     if (rc == 0) /* every subtask adds to both sums: reduced */
         rc = pm_subscribe(sub, MEM_STATS, PM_WRITE, 0, 2 * sizeof(double));
     return rc;
