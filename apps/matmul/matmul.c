@@ -374,7 +374,7 @@ static int close_enough(const float *c, const float *ref, const float *a,
 static void default_blocks(const struct options *o, struct matmul_conf *cf)
 {
     uint64_t per = app_default_per_subtask_on(cf->n, ROW_GRANULE, o->devices);
-    uint64_t panels = 1;
+    uint64_t panels;
     int gpus = 0;
 
     if (o->devices & PM_DEVICE_GPU)

@@ -43,6 +43,11 @@ void pm__log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3
 
 double pm__now(void);
 void *pm__aligned_alloc(size_t bytes);
+/* A whole number from the environment (core/runtime.c): `def` when `name`
+ * is unset or empty, its value when that is from min to max, else `def`
+ * after the warning "NAME=V is not WHAT from MIN to MAX; using DEF". */
+uint64_t pm__env_uint(const char *name, const char *what, uint64_t min, uint64_t max,
+                      uint64_t def);
 
 /* ---- handles (core/handles.c) ------------------------------------------ */
 

@@ -21,20 +21,21 @@ static int online_cpus(void)
     return n > 0 ? (int)n : 1;
 }
 
-/* A positive integer from the environment, or `def` (with a warning if bad). */
-static int env_count(const char *name, int def, int max)
+uint64_t pm__env_uint(const char *name, const char *what, uint64_t min, uint64_t max,
+                      uint64_t def)
 {
     const char *v = getenv(name);
     if (v == NULL || *v == '\0')
         return def;
     char *end;
     errno = 0;
-    long n = strtol(v, &end, 10);
-    if (errno != 0 || *end != '\0' || n < 1 || n > max) {
-        pm__warn("%s=%s is not a count from 1 to %d; using %d", name, v, max, def);
+    unsigned long long n = strtoull(v, &end, 10);
+    if (errno != 0 || *end != '\0' || strchr(v, '-') != NULL || n < min || n > max) {
+        pm__warn("%s=%s is not %s from %llu to %llu; using %llu", name, v, what,
+                 (unsigned long long)min, (unsigned long long)max, (unsigned long long)def);
         return def;
     }
-    return (int)n;
+    return n;
 }
 
 static pm_sched_t env_sched(void)
@@ -92,7 +93,7 @@ int pm_init(int *argc, char ***argv)
                            &pm__rt.local_size);
     if (rc != 0)
         return rc;
-    pm__rt.ncpu = env_count("PMLIB_NCPU", online_cpus(), 4096);
+    pm__rt.ncpu = (int)pm__env_uint("PMLIB_NCPU", "a count", 1, 4096, (uint64_t)online_cpus());
     pm__rt.ncpu_set = getenv("PMLIB_NCPU") != NULL;
     warn_if_bound();
     pm__rt.default_sched = env_sched();

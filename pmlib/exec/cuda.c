@@ -644,14 +644,25 @@ static int stage_in(slot_t *sl, void *dev_nat, const void *host_nat, const piece
     return rc ? rc : PM__CUDA(QUIET, cudaEventRecord(sl->stage_done[h], sl->stream));
 }
 
+/* The device's view of host_nat when it is memory m's own page-locked
+ * buffer, which is mapped; else NULL. */
+static void *mapped_view(const run_t *r, const void *host_nat, bool pinned, int m)
+{
+    return pinned && host_nat == r->t->mems[m]->data ? r->mapped[m] : NULL;
+}
+
+/* Whether a piece moves through the copy kernel: narrow rows, mapped host. */
+static bool by_kernel(const run_t *r, const void *mapped_nat, const piece_t *pc)
+{
+    return mapped_nat != NULL && pc->rows > 1 && pc->block < r->p->narrow_row;
+}
+
 /* Copies the parts host -> device (both natural views) on the slot's stream;
  * returns once the host bytes may change. */
 static int copy_in(run_t *r, slot_t *sl, void *dev_nat, const void *host_nat, bool pinned,
                    parts_t ps)
 {
-    /* A memory's own page-locked buffer is mapped: narrow rows come by kernel. */
-    const void *mapped_nat =
-        pinned && host_nat == r->t->mems[ps.mem]->data ? r->mapped[ps.mem] : NULL;
+    const void *mapped_nat = mapped_view(r, host_nat, pinned, ps.mem);
     int rc = 0;
     for (uint32_t i = 0; i < ps.n && rc == 0; i++) {
         const pm__sub_t *q = &ps.r[i];
@@ -660,7 +671,7 @@ static int copy_in(run_t *r, slot_t *sl, void *dev_nat, const void *host_nat, bo
         uint64_t pos = 0;
         piece_t pc;
         while (rc == 0 && next_piece(q, pinned ? UINT64_MAX : STAGE_BYTES, &pos, &pc)) {
-            if (mapped_nat != NULL && pc.rows > 1 && pc.block < r->p->narrow_row)
+            if (by_kernel(r, mapped_nat, &pc))
                 rc = PM__CUDA(QUIET, (cudaError_t)pm__cuda_copy_rows(
                                          at(dev_nat, pc.off), at(mapped_nat, pc.off), pc.block,
                                          pc.stride, pc.rows, sl->stream));
@@ -697,9 +708,9 @@ static int unstage(slot_t *sl, pending_t *pd, void *host_nat)
 /* Sends one piece device -> host; a staged one is scattered one step later,
  * so each piece's copy overlaps the scatter of the one before. */
 static int out_piece(slot_t *sl, const void *dev_nat, void *host_nat, bool pinned,
-                     void *mapped_nat, uint64_t narrow, const piece_t *pc, pending_t *pd)
+                     void *mapped_nat, bool kernel, const piece_t *pc, pending_t *pd)
 {
-    if (mapped_nat != NULL && pc->rows > 1 && pc->block < narrow)
+    if (kernel)
         return PM__CUDA(QUIET, (cudaError_t)pm__cuda_copy_rows(
                                    at(mapped_nat, pc->off), at(dev_nat, pc->off), pc->block,
                                    pc->stride, pc->rows, sl->stream));
@@ -722,8 +733,7 @@ static int out_piece(slot_t *sl, const void *dev_nat, void *host_nat, bool pinne
 static int copy_out(run_t *r, slot_t *sl, const void *dev_nat, void *host_nat, bool pinned,
                     parts_t ps, bool wait)
 {
-    /* A memory's own page-locked buffer is mapped: narrow rows go by kernel. */
-    void *mapped_nat = pinned && host_nat == r->t->mems[ps.mem]->data ? r->mapped[ps.mem] : NULL;
+    void *mapped_nat = mapped_view(r, host_nat, pinned, ps.mem);
     pending_t pd = {0};
     int rc = 0;
     for (uint32_t i = 0; i < ps.n && rc == 0; i++) {
@@ -733,8 +743,8 @@ static int copy_out(run_t *r, slot_t *sl, const void *dev_nat, void *host_nat, b
         uint64_t pos = 0;
         piece_t pc;
         while (rc == 0 && next_piece(q, pinned ? UINT64_MAX : STAGE_BYTES, &pos, &pc)) {
-            rc = out_piece(sl, dev_nat, host_nat, pinned, mapped_nat, r->p->narrow_row, &pc,
-                           &pd);
+            rc = out_piece(sl, dev_nat, host_nat, pinned, mapped_nat,
+                           by_kernel(r, mapped_nat, &pc), &pc, &pd);
             r->cnt->bytes_from_gpu += pc.block * pc.rows;
         }
     }
@@ -1462,19 +1472,8 @@ static void cuda_fini(pm__stub_t *s)
  * leaves the rest to the callbacks' own allocations. */
 static size_t memory_cap(size_t total)
 {
-    size_t def = total / 4 * 3;
-    const char *v = getenv("PMLIB_CUDA_MEMORY_MB");
-    if (v == NULL || *v == '\0')
-        return def;
-    char *end;
-    errno = 0;
-    unsigned long long mb = strtoull(v, &end, 10);
-    if (errno != 0 || *end != '\0' || mb == 0 || mb > (total >> 20)) {
-        pm__warn("PMLIB_CUDA_MEMORY_MB=%s is not a size from 1 to %zu (MiB of this GPU); "
-                 "using %zu", v, total >> 20, def >> 20);
-        return def;
-    }
-    return (size_t)mb << 20;
+    return (size_t)pm__env_uint("PMLIB_CUDA_MEMORY_MB", "a size in MiB", 1, total >> 20,
+                                total / 4 * 3 >> 20) << 20;
 }
 
 /*
@@ -1488,18 +1487,8 @@ static size_t memory_cap(size_t total)
  */
 static uint64_t narrow_row(void)
 {
-    const char *v = getenv("PMLIB_CUDA_NARROW_ROW");
-    if (v == NULL || *v == '\0')
-        return NARROW_ROW;
-    char *end;
-    errno = 0;
-    unsigned long long b = strtoull(v, &end, 10);
-    if (errno != 0 || *end != '\0' || v[0] == '-' || b > ((uint64_t)1 << 30)) {
-        pm__warn("PMLIB_CUDA_NARROW_ROW=%s is not a byte count from 0 to %llu; using %llu", v,
-                 (unsigned long long)1 << 30, (unsigned long long)NARROW_ROW);
-        return NARROW_ROW;
-    }
-    return b;
+    return pm__env_uint("PMLIB_CUDA_NARROW_ROW", "a byte count", 0, (uint64_t)1 << 30,
+                        NARROW_ROW);
 }
 
 static int cuda_init(pm__stub_t *s)
@@ -1544,20 +1533,10 @@ bool pm__cuda_stub_usable(const pm__stub_t *s)
 
 /* ---- discovery ----------------------------------------------------------------- */
 
-/* PMLIB_NGPU: the most GPUs this process drives; -1 when unset. */
+/* PMLIB_NGPU: the most GPUs this process drives (default: all, up to 4096). */
 static int env_max_gpus(void)
 {
-    const char *v = getenv("PMLIB_NGPU");
-    if (v == NULL || *v == '\0')
-        return -1;
-    char *end;
-    errno = 0;
-    long n = strtol(v, &end, 10);
-    if (errno != 0 || *end != '\0' || n < 0 || n > 4096) {
-        pm__warn("PMLIB_NGPU=%s is not a count from 0 to 4096; ignoring it", v);
-        return -1;
-    }
-    return (int)n;
+    return (int)pm__env_uint("PMLIB_NGPU", "a count", 0, 4096, 4096);
 }
 
 static bool listed(const int *list, int n, long d)
@@ -1628,7 +1607,7 @@ int pm__cuda_discover(pm__gpu_info_t **gpus, int *ngpu, int local_rank, int loca
         return PM__FAIL(PM_ENOMEM, "pm_init: out of memory listing %d GPUs", n);
     }
     int nlist = device_list(n, list), k = 0;
-    for (int i = local_rank; i < nlist && (max < 0 || k < max); i += local_size)
+    for (int i = local_rank; i < nlist && k < max; i += local_size)
         k += gpu_query(list[i], &g[k]) == 0;
     free(list);
     pm__info("host %d, local rank %d of %d: %d of %d visible GPUs", pm__rt.host, local_rank,
