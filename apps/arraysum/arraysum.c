@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "appcommon.h"
+#include "appdevice.h"
 #include "pmlib.h"
 
 #define DEFAULT_N 10000000u
@@ -240,12 +241,15 @@ static void parse_options(int argc, char **argv, struct options *o)
 /* Host 0: run both versions and compare                                     */
 /* ------------------------------------------------------------------------ */
 
-/* Runs the task once; returns the seconds spent in submit + wait. */
+/*
+ * Runs the task once; returns the seconds spent in submit + wait and its
+ * stats in *st.
+ */
 static double run_pmlib(const struct options *o, const struct arraysum_conf *cf,
-                        pm_memory_t array, pm_memory_t sum)
+                        pm_memory_t array, pm_memory_t sum,
+                        pm_task_stats_t *st)
 {
     pm_task_desc_t desc;
-    pm_task_stats_t st;
     pm_task_t task;
     double t0, seconds;
 
@@ -265,11 +269,12 @@ static double run_pmlib(const struct options *o, const struct arraysum_conf *cf,
     APP_CHECK(pm_task_wait(task));
     seconds = app_now() - t0;
 
-    APP_CHECK(pm_task_stats(task, &st));
+    app_add_stats(st, task);
     printf("pmlib:  %.3f s  sum=%" PRId64 "  subtasks: cpu=%" PRIu64
            " gpu=%" PRIu64 " remote=%" PRIu64 "  stubs=%d steals=%" PRIu64 "\n",
-           seconds, *(int64_t *)pm_memory_data(sum), st.subtasks_cpu,
-           st.subtasks_gpu, st.subtasks_remote, st.stubs, st.steals);
+           seconds, *(int64_t *)pm_memory_data(sum), st->subtasks_cpu,
+           st->subtasks_gpu, st->subtasks_remote, st->stubs, st->steals);
+    app_print_moved(st);
     APP_CHECK(pm_task_release(task));
     return seconds;
 }
@@ -321,6 +326,7 @@ static int run(const struct options *o)
     struct arraysum_conf cf = {o->n, (o->n + want - 1) / want, o->repeat,
                                DEFAULT_C};
     pm_memory_t array, sum;
+    pm_task_stats_t st = {0};
     int32_t *ref = NULL;
     int64_t ref_sum = 0;
     double serial_s, pmlib_s;
@@ -339,7 +345,7 @@ static int run(const struct options *o)
     APP_CHECK(pm_memory_create(sizeof(int64_t), &sum));
     fill(pm_memory_data(array), cf.n);
     APP_CHECK(pm_memory_touch(array)); /* we wrote it through the host pointer */
-    pmlib_s = run_pmlib(o, &cf, array, sum);
+    pmlib_s = run_pmlib(o, &cf, array, sum, &st);
 
     if (o->verify) {
         verdict = same_result(pm_memory_data(array),
@@ -347,7 +353,7 @@ static int run(const struct options *o)
                               cf.n) ? "OK" : "MISMATCH";
         printf("verify: %s\n", verdict);
     }
-    app_print_result("arraysum", cf.n, serial_s, pmlib_s, verdict);
+    app_print_result("arraysum", cf.n, serial_s, pmlib_s, &st, verdict);
     APP_CHECK(pm_memory_release(sum));
     APP_CHECK(pm_memory_release(array));
     free(ref);

@@ -165,8 +165,52 @@ uint64_t app_size_arg(const char *prog, const char *opt, const char *text)
     return value;
 }
 
+/*
+ * Bytes per second between hosts, or -1 when the tasks never ran. Run
+ * seconds rather than submit-to-end ones: tasks submitted together (nbody's
+ * steps) wait for one another, and those waits would be counted again and
+ * again.
+ */
+static double moved_rate(const pm_task_stats_t *st)
+{
+    return st->run_seconds > 0 ? (double)st->bytes_moved / st->run_seconds
+                               : -1;
+}
+
+/* Writes v with a decimal prefix: "512 B", "4.81 MB", "1.23 GB/s". */
+static const char *with_prefix(char *buf, size_t size, double v,
+                               const char *unit)
+{
+    static const char prefix[] = "kMGTPE";
+    int p = -1;
+
+    for (; v >= 1000 && prefix[p + 1] != '\0'; p++)
+        v /= 1000;
+    if (p < 0)
+        snprintf(buf, size, "%.0f %s", v, unit);
+    else
+        snprintf(buf, size, "%.2f %c%s", v, prefix[p], unit);
+    return buf;
+}
+
+void app_print_moved(const pm_task_stats_t *st)
+{
+    char moved[32], sent[32], rate[32];
+    double r = moved_rate(st);
+
+    if (pm_host_count() <= 1)
+        return;
+    printf("        hosts: %d, moved %s (sent %s)", pm_host_count(),
+           with_prefix(moved, sizeof moved, (double)st->bytes_moved, "B"),
+           with_prefix(sent, sizeof sent, (double)st->bytes_sent, "B"));
+    if (r >= 0)
+        printf(" at %s", with_prefix(rate, sizeof rate, r, "B/s"));
+    printf("\n");
+}
+
 void app_print_result(const char *app, uint64_t n, double serial_s,
-                      double pmlib_s, const char *verify)
+                      double pmlib_s, const pm_task_stats_t *moved,
+                      const char *verify)
 {
     printf("result app=%s n=%" PRIu64, app, n);
     if (serial_s >= 0)
@@ -174,6 +218,15 @@ void app_print_result(const char *app, uint64_t n, double serial_s,
                serial_s / pmlib_s);
     else
         printf(" serial_s=- pmlib_s=%.4f speedup=-", pmlib_s);
+    if (pm_host_count() > 1) {
+        printf(" hosts=%d moved_mb=%.3f sent_mb=%.3f", pm_host_count(),
+               (double)moved->bytes_moved / 1e6,
+               (double)moved->bytes_sent / 1e6);
+        if (moved_rate(moved) >= 0)
+            printf(" moved_gbs=%.4f", moved_rate(moved) / 1e9);
+        else
+            printf(" moved_gbs=-");
+    }
     printf(" verify=%s\n", verify);
     fflush(stdout);
 }
@@ -188,10 +241,13 @@ unsigned app_runs_arg(const char *prog, const char *opt, const char *text)
     return (unsigned)runs;
 }
 
-void app_runs_record(struct app_runs *r, double seconds)
+void app_runs_record(struct app_runs *r, double seconds,
+                     const pm_task_stats_t *st)
 {
-    if (r->done == 0 || seconds < r->best)
+    if (r->done == 0 || seconds < r->best) {
         r->best = seconds;
+        r->best_stats = *st;
+    }
     if (r->done++ == 0)
         r->first = seconds;
     if (r->runs > 1)
@@ -206,5 +262,5 @@ void app_print_result_runs(const char *app, uint64_t n, double serial_s,
     if (r->done > 1)
         printf("pmlib:  %.3f s, best of %u runs (first %.3f s)\n", r->best,
                r->done, r->first);
-    app_print_result(app, n, serial_s, r->best, verify);
+    app_print_result(app, n, serial_s, r->best, &r->best_stats, verify);
 }

@@ -1,7 +1,7 @@
 /*
  * Helpers shared by the sample apps and benchmarks: a wall clock, a checked
- * pmlib call, size arguments, the one-line result every app prints and the
- * times of repeated runs (--runs).
+ * pmlib call, size arguments, the one-line result every app prints, the
+ * bytes a run moved between hosts and the times of repeated runs (--runs).
  * They are here so that each app file shows only its own computation.
  */
 #ifndef APPCOMMON_H
@@ -51,10 +51,28 @@ _Noreturn void app_usage_error(const char *prog, const char *fmt, ...)
  * Prints the standard result line, key=value so scripts can read it:
  *   result app=arraysum n=10000000 serial_s=9.81 pmlib_s=1.26 speedup=7.79 verify=OK
  * serial_s < 0 means the serial version did not run (no speedup); verify is
- * "OK", "MISMATCH" or "skipped".
+ * "OK", "MISMATCH" or "skipped". `moved` is the reported run's tasks, summed
+ * by app_add_stats (appdevice.h); with more than one host the line also
+ * says what they moved between hosts (see app_print_moved), before verify:
+ *   hosts=2 moved_mb=480.000 sent_mb=212.345 moved_gbs=1.2340
  */
 void app_print_result(const char *app, uint64_t n, double serial_s,
-                      double pmlib_s, const char *verify);
+                      double pmlib_s, const pm_task_stats_t *moved,
+                      const char *verify);
+
+/* ------------------------------------------------------------------------ */
+/* Bytes between hosts                                                       */
+/* ------------------------------------------------------------------------ */
+
+/**
+ * With more than one host, prints what the tasks in `st` (summed by
+ * app_add_stats, appdevice.h) moved between hosts: bytes_moved (before
+ * compression), bytes_sent (as sent) and the rate, bytes_moved over their
+ * summed run_seconds:
+ *           hosts: 2, moved 1.23 GB (sent 0.98 GB) at 4.56 GB/s
+ * On one host prints nothing.
+ */
+void app_print_moved(const pm_task_stats_t *st);
 
 /* ------------------------------------------------------------------------ */
 /* --runs: the pmlib part run several times on the same memories            */
@@ -80,18 +98,21 @@ struct app_runs {
     unsigned runs; /* runs asked for */
     unsigned done; /* runs recorded so far */
     double first, best;
+    pm_task_stats_t best_stats; /* the best run's tasks, summed */
 };
 
 /**
- * Records one run's seconds and starts its line on stdout: "pmlib:  0.412 s"
- * for a single run, "pmlib run 2/3:  0.398 s" in a series. The caller adds
- * its own figures and the newline.
+ * Records one run's seconds and its tasks' stats (summed by app_add_stats)
+ * and starts its line on stdout: "pmlib:  0.412 s" for a single run,
+ * "pmlib run 2/3:  0.398 s" in a series. The caller adds its own figures
+ * and the newline.
  */
-void app_runs_record(struct app_runs *r, double seconds);
+void app_runs_record(struct app_runs *r, double seconds,
+                     const pm_task_stats_t *st);
 
 /**
- * app_print_result with the best run as the pmlib time. After more than one
- * run, the line before it says so:
+ * app_print_result with the best run as the pmlib time and its bytes between
+ * hosts. After more than one run, the line before it says so:
  *   pmlib:  0.398 s, best of 3 runs (first 0.412 s)
  */
 void app_print_result_runs(const char *app, uint64_t n, double serial_s,

@@ -99,4 +99,5 @@ void app_print_stats(const pm_task_stats_t *st)
            PRIu64 "\n", st->subtasks_cpu, st->subtasks_gpu,
            st->subtasks_remote, st->stubs, st->steals,
            (double)st->bytes_to_gpu / 1e6, st->gpu_cache_hits);
+    app_print_moved(st);
 }

@@ -41,7 +41,10 @@ uint64_t app_default_per_subtask_on(uint64_t items, uint64_t granule,
 /** Adds the counters of finished `task` to *total, which starts zeroed. */
 void app_add_stats(pm_task_stats_t *total, pm_task_t task);
 
-/** Prints "subtasks: cpu=.. gpu=.. remote=..  stubs=.. steals=..". */
+/**
+ * Prints "subtasks: cpu=.. gpu=.. remote=..  stubs=.. steals=.." and, with
+ * more than one host, app_print_moved's line.
+ */
 void app_print_stats(const pm_task_stats_t *st);
 
 #endif /* APPDEVICE_H */

@@ -410,16 +410,16 @@ static uint32_t combine_crcs(const uint32_t *crc, const struct compress_conf *cf
 
 /*
  * The parallel run: leaves the gathered deflate stream in *body (a memory
- * the caller releases) and the crc32 in *crc; returns the seconds from
- * submit to the combined crc.
+ * the caller releases), the crc32 in *crc and the task's stats in *total;
+ * returns the seconds from submit to the combined crc.
  */
 static double run_pmlib(const struct options *o, pm_memory_t input,
-                        uint64_t size, pm_memory_t *body, uint32_t *crc)
+                        uint64_t size, pm_memory_t *body, uint32_t *crc,
+                        pm_task_stats_t *total)
 {
     struct compress_conf cf = {size, o->block, (int)o->level};
     /* an empty file still needs one subtask to end the stream */
     uint64_t blocks = size > 0 ? (size + o->block - 1) / o->block : 1;
-    pm_task_stats_t total = {0};
     pm_task_desc_t desc;
     pm_memory_t crcs;
     pm_task_t task;
@@ -443,13 +443,10 @@ static double run_pmlib(const struct options *o, pm_memory_t input,
     t0 = app_now() - t0;
     APP_CHECK(pm_memory_size(*body, &len));
     print_rate("pmlib: ", t0, size, len + 18); /* + gzip header, trailer */
-    app_add_stats(&total, task);
+    app_add_stats(total, task);
     APP_CHECK(pm_task_release(task));
     APP_CHECK(pm_memory_release(crcs));
-    app_print_stats(&total);
-    if (pm_host_count() > 1)
-        printf("        between hosts: %.1f MB moved, %.1f MB sent\n",
-               (double)total.bytes_moved / 1e6, (double)total.bytes_sent / 1e6);
+    app_print_stats(total);
     return t0;
 }
 
@@ -505,6 +502,7 @@ static int run(const struct options *o)
     const char *verdict = "skipped";
     double serial_s, pmlib_s, t0;
     pm_memory_t input, body;
+    pm_task_stats_t st = {0};
     uint32_t crc;
     size_t len;
 
@@ -521,7 +519,7 @@ static int run(const struct options *o)
            "blocks, hosts=%d\n", o->in, size, (int)o->level, o->block,
            pm_host_count());
     serial_s = run_serial(o, pm_memory_data(input), size);
-    pmlib_s = run_pmlib(o, input, size, &body, &crc);
+    pmlib_s = run_pmlib(o, input, size, &body, &crc, &st);
 
     t0 = app_now();
     APP_CHECK(pm_memory_size(body, &len));
@@ -532,7 +530,7 @@ static int run(const struct options *o)
         printf("wrote %s in %.3f s\n", o->out, app_now() - t0);
         if (o->verify)
             verdict = verify(o->out, pm_memory_data(input), size);
-        app_print_result("compress", size, serial_s, pmlib_s, verdict);
+        app_print_result("compress", size, serial_s, pmlib_s, &st, verdict);
     }
     APP_CHECK(pm_memory_release(body));
     APP_CHECK(pm_memory_release(input));

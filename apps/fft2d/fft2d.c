@@ -417,7 +417,7 @@ static void run_pmlib(const struct options *o, pm_memory_t data,
     rows_s = run_pass(o, &cf, data, &total);
     cf.pass = PASS_COLS;
     cols_s = run_pass(o, &cf, data, &total);
-    app_runs_record(times, rows_s + cols_s);
+    app_runs_record(times, rows_s + cols_s, &total);
     printf("  (rows %.3f s, columns %.3f s)\n", rows_s, cols_s);
     app_print_stats(&total);
 }

@@ -286,9 +286,9 @@ static void run_pmlib(const struct options *o, const struct matmul_conf *cf,
     APP_CHECK(pm_task_wait(task));
     seconds = app_now() - t0;
 
-    app_runs_record(times, seconds);
-    printf("  %.1f GFLOP/s\n", gflops(cf->n, seconds));
     app_add_stats(&st, task);
+    app_runs_record(times, seconds, &st);
+    printf("  %.1f GFLOP/s\n", gflops(cf->n, seconds));
     app_print_stats(&st);
     APP_CHECK(pm_task_release(task));
 }

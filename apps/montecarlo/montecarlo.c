@@ -335,13 +335,15 @@ static void print_rate(const char *label, const struct montecarlo_conf *cf,
            (double)cf->count * (double)cf->paths / seconds);
 }
 
-/* Runs the task once; returns the seconds spent in submit + wait. */
+/*
+ * Runs the task once; returns the seconds spent in submit + wait and its
+ * stats in *st.
+ */
 static double run_pmlib(const struct options *o,
                         const struct montecarlo_conf *cf, pm_memory_t opt,
-                        pm_memory_t price)
+                        pm_memory_t price, pm_task_stats_t *st)
 {
     pm_task_desc_t desc;
-    pm_task_stats_t st = {0};
     pm_task_t task;
     double t0, seconds;
 
@@ -360,8 +362,8 @@ static double run_pmlib(const struct options *o,
     seconds = app_now() - t0;
 
     print_rate("pmlib: ", cf, seconds);
-    app_add_stats(&st, task);
-    app_print_stats(&st);
+    app_add_stats(st, task);
+    app_print_stats(st);
     APP_CHECK(pm_task_release(task));
     return seconds;
 }
@@ -393,6 +395,7 @@ static int run(const struct options *o)
 {
     struct montecarlo_conf cf = {o->count, o->per, o->paths, o->seed};
     pm_memory_t opt, price;
+    pm_task_stats_t st = {0};
     double serial_s, pmlib_s;
     const char *verdict = "skipped";
 
@@ -412,13 +415,14 @@ static int run(const struct options *o)
     APP_CHECK(pm_memory_touch(opt)); /* written through the host pointer */
 
     serial_s = run_serial(o, &cf, pm_memory_data(opt));
-    pmlib_s = run_pmlib(o, &cf, opt, price);
+    pmlib_s = run_pmlib(o, &cf, opt, price, &st);
     if (o->verify) {
         verdict = close_enough(pm_memory_data(opt), pm_memory_data(price),
                                cf.count) ? "OK" : "MISMATCH";
         printf("verify: %s\n", verdict);
     }
-    app_print_result("montecarlo", cf.count, serial_s, pmlib_s, verdict);
+    app_print_result("montecarlo", cf.count, serial_s, pmlib_s, &st,
+                     verdict);
     APP_CHECK(pm_memory_release(price));
     APP_CHECK(pm_memory_release(opt));
     return strcmp(verdict, "MISMATCH") == 0;

@@ -293,12 +293,15 @@ static void submit_step(const struct options *o, const struct nbody_conf *cf,
     APP_CHECK(pm_task_submit(&desc, task));
 }
 
-/* Runs the T steps; returns the seconds from first submit to last wait. */
+/*
+ * Runs the T steps; returns the seconds from first submit to last wait and
+ * the steps' stats, summed, in *st.
+ */
 static double run_pmlib(const struct options *o, const struct nbody_conf *cf,
-                        pm_memory_t pos[2], pm_memory_t vel)
+                        pm_memory_t pos[2], pm_memory_t vel,
+                        pm_task_stats_t *st)
 {
     pm_task_t *tasks = malloc(o->steps * sizeof *tasks);
-    pm_task_stats_t st = {0};
     double t0, seconds;
 
     if (tasks == NULL) {
@@ -315,10 +318,10 @@ static double run_pmlib(const struct options *o, const struct nbody_conf *cf,
 
     printf("pmlib:  %.3f s  %.1f GFLOP/s\n", seconds, gflops(o, seconds));
     for (uint64_t s = 0; s < o->steps; s++) {
-        app_add_stats(&st, tasks[s]);
+        app_add_stats(st, tasks[s]);
         APP_CHECK(pm_task_release(tasks[s]));
     }
-    app_print_stats(&st);
+    app_print_stats(st);
     free(tasks);
     return seconds;
 }
@@ -422,6 +425,7 @@ static int run(const struct options *o)
     struct vec4 *pos0 = malloc(bytes), *vel0 = malloc(bytes);
     struct vec4 *ref[3] = {NULL, NULL, NULL};
     pm_memory_t pos[2], vel;
+    pm_task_stats_t st = {0};
     double serial_s, pmlib_s;
     const char *verdict = "skipped";
 
@@ -450,14 +454,14 @@ static int run(const struct options *o)
     APP_CHECK(pm_memory_touch(vel));
 
     serial_s = run_serial(o, pos0, vel0, ref);
-    pmlib_s = run_pmlib(o, &cf, pos, vel);
+    pmlib_s = run_pmlib(o, &cf, pos, vel, &st);
     if (o->verify) {
         verdict = close_enough(o, pm_memory_data(pos[o->steps % 2]),
                                pm_memory_data(vel), ref, pos0, vel0)
                   ? "OK" : "MISMATCH";
         printf("verify: %s\n", verdict);
     }
-    app_print_result("nbody", cf.n, serial_s, pmlib_s, verdict);
+    app_print_result("nbody", cf.n, serial_s, pmlib_s, &st, verdict);
     APP_CHECK(pm_memory_release(vel));
     APP_CHECK(pm_memory_release(pos[1]));
     APP_CHECK(pm_memory_release(pos[0]));

@@ -713,14 +713,16 @@ static void print_rate(const char *who, double seconds, uint64_t iters,
            (double)edges * (double)iters / seconds / 1e6);
 }
 
-/* Iterates; copies the final ranks into out (pages doubles) when not NULL. */
+/*
+ * Iterates; copies the final ranks into out (pages doubles) when not NULL
+ * and the iterations' stats, summed, into *total.
+ */
 static double run_pmlib(const struct options *o, const struct graph *g,
-                        double *out)
+                        double *out, pm_task_stats_t *total)
 {
     size_t bytes;
     struct pagerank_conf *cf = make_conf(o, g, &bytes);
     pm_memory_t s[2][2], stats; /* s[i]: the ranks and shares of state i */
-    pm_task_stats_t total = {0};
     double seconds = 0, first = 0, *sums;
     uint64_t it = 0;
 
@@ -742,7 +744,7 @@ static double run_pmlib(const struct options *o, const struct graph *g,
         seconds += app_now() - t0;
         if (it == 0)
             first = seconds;
-        app_add_stats(&total, task);
+        app_add_stats(total, task);
         APP_CHECK(pm_task_release(task));
         cf->dangling = sums[0];
         it++;
@@ -755,10 +757,7 @@ static double run_pmlib(const struct options *o, const struct graph *g,
     if (it > 1)
         print_rate("        after the first:", seconds - first, it - 1,
                    g->edges);
-    app_print_stats(&total);
-    if (pm_host_count() > 1)
-        printf("        between hosts: %.1f MB moved, %.1f MB sent\n",
-               (double)total.bytes_moved / 1e6, (double)total.bytes_sent / 1e6);
+    app_print_stats(total);
     if (out != NULL)
         memcpy(out, pm_memory_data(s[it % 2][0]), g->pages * sizeof *out);
     APP_CHECK(pm_memory_release(stats));
@@ -817,6 +816,7 @@ static int run(const struct options *o)
     struct graph g = {0};
     double t0 = app_now(), serial_s = -1, pmlib_s;
     double *ref = NULL, *x = NULL;
+    pm_task_stats_t st = {0};
     const char *verdict = "skipped";
 
     app_require_devices("pagerank", o->devices, PMLIB_HAVE_CUDA);
@@ -838,10 +838,10 @@ static int run(const struct options *o)
         }
         serial_s = run_serial(&g, o, ref);
     }
-    pmlib_s = run_pmlib(o, &g, x);
+    pmlib_s = run_pmlib(o, &g, x, &st);
     if (o->verify)
         verdict = compare(x, ref, g.pages);
-    app_print_result("pagerank", g.pages, serial_s, pmlib_s, verdict);
+    app_print_result("pagerank", g.pages, serial_s, pmlib_s, &st, verdict);
     graph_release(&g);
     free(ref);
     free(x);

@@ -20,6 +20,8 @@ typedef struct pm__rbuf {
     const unsigned char *p;
     size_t n, pos;
     bool bad; /* read past the end: the message is malformed */
+    /* A payload that travels beside the message (comm.h, pm__comm_recv_bulk). */
+    struct pm__bulk_in *bulk;
 } pm__rbuf_t;
 
 void pm__wbuf_put(pm__wbuf_t *b, const void *data, size_t len);

@@ -1,50 +1,50 @@
 /*
  * MPI start-up and the comm thread. A program started without a launcher is
  * one host and never touches MPI; under mpirun every rank is a host. The
- * comm thread alone calls MPI between pm_init and pm_finalize: it sends
- * what stubs queue, receives and dispatches messages, and watches that
- * every host is still alive.
+ * comm thread alone calls MPI between pm_init and pm_finalize: it starts
+ * what other threads queue, progresses payloads (bulk.c), receives and
+ * dispatches control messages, and watches that every host is still alive.
+ *
+ * It never sleeps while anything it could progress is in flight, while a
+ * reply is awaited or while a task spanning hosts runs here: then it polls,
+ * yielding the core between rounds. Otherwise it polls for a short spell
+ * (PMLIB_SPIN_US) and then naps ever longer, up to 1 ms; a queued send
+ * wakes it at once.
  */
 #define _GNU_SOURCE
-#include "comm/comm.h"
+#include "comm/transport.h"
 
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
 
-#include <mpi.h>
-
 pm__host_info_t *pm__hosts;
-
-typedef struct out_msg {
-    struct out_msg *next;
-    int dest, tag;
-    pm__wbuf_t buf;
-} out_msg_t;
-
-typedef struct inflight {
-    MPI_Request req;
-    unsigned char *buf;
-} inflight_t;
+MPI_Comm pm__bulk_comm = MPI_COMM_NULL;
 
 static struct {
     int we_initialized_mpi;
     int running;
     pthread_t thread;
     pthread_mutex_t lock;
-    out_msg_t *head, *tail;
+    pthread_cond_t wake;
+    int asleep;
+    pm__out_t *head, *tail;
     int stop;
-    inflight_t *fl;
+    pm__out_t **fl; /* started sends */
     int nfl, capfl;
+    atomic_int expect, active;
     double *last_heard;
     double last_beat;
     double host_timeout;
+    double spin; /* seconds of polling before the first nap */
 } C;
 
-static const pm__handler_fn handlers[PM__TAG_LAST - PM__TAG_TASK] = {
+static pm__handler_fn handlers[PM__TAG_LAST - PM__TAG_TASK] = {
     [PM__TAG_TASK - PM__TAG_TASK] = pm__proto_on_task,
     [PM__TAG_TASK_NACK - PM__TAG_TASK] = pm__proto_on_task_nack,
     [PM__TAG_DATA_REQ - PM__TAG_TASK] = pm__data_on_req,
@@ -58,6 +58,12 @@ static const pm__handler_fn handlers[PM__TAG_LAST - PM__TAG_TASK] = {
     [PM__TAG_COPY_REQ - PM__TAG_TASK] = pm__proto_on_copy_req,
     [PM__TAG_COPY_REPLY - PM__TAG_TASK] = pm__proto_on_copy_reply,
 };
+
+void pm__comm_handle(int tag, pm__handler_fn fn)
+{
+    if (tag >= PM__TAG_TASK && tag < PM__TAG_LAST)
+        handlers[tag - PM__TAG_TASK] = fn;
+}
 
 /* Whether an MPI launcher started this process (Open MPI, PMIx, PMI). */
 static int launched_by_mpi(void)
@@ -119,54 +125,91 @@ int pm__comm_init(int *argc, char ***argv, int *host, int *nhosts, int *local_ra
 
 /* ---- sending ------------------------------------------------------------ */
 
-void pm__comm_send(int dest, int tag, pm__wbuf_t *msg)
+static void out_of_memory(const char *what)
 {
-    out_msg_t *m = malloc(sizeof *m);
-    if (m == NULL || msg->oom || msg->n > INT32_MAX) {
+    pm__error("out of memory %s; aborting the job", what);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
+pm__out_t *pm__tx_control(int dest, int tag, pm__wbuf_t *b)
+{
+    pm__out_t *o = calloc(1, sizeof *o);
+    if (o == NULL || b->oom) {
         /* A message we cannot send would leave a host waiting forever. */
-        pm__error("cannot queue a %zu-byte message to host %d (out of memory or over 2 GiB); aborting the job",
-                  msg->n, dest);
+        pm__error("cannot queue a %zu-byte message to host %d (out of memory); aborting the job", b->n,
+                  dest);
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
-    m->next = NULL;
-    m->dest = dest;
-    m->tag = tag;
-    m->buf = *msg;
-    *msg = (pm__wbuf_t){0};
+    o->dest = dest;
+    o->tag = tag;
+    o->owned = b->p;
+    o->addr = b->p ? (const void *)b->p : (const void *)"";
+    o->count = b->n;
+    o->type = MPI_BYTE;
+    *b = (pm__wbuf_t){0};
+    return o;
+}
+
+void pm__tx_queue(pm__out_t *first, pm__out_t *last)
+{
     pthread_mutex_lock(&C.lock);
     if (C.tail)
-        C.tail->next = m;
+        C.tail->next = first;
     else
-        C.head = m;
-    C.tail = m;
+        C.head = first;
+    C.tail = last;
+    if (C.asleep)
+        pthread_cond_signal(&C.wake);
     pthread_mutex_unlock(&C.lock);
+}
+
+void pm__comm_send(int dest, int tag, pm__wbuf_t *msg)
+{
+    /* Every control message ends in a byte saying whether a payload follows. */
+    unsigned char none = 0;
+    pm__wbuf_put(msg, &none, 1);
+    pm__out_t *o = pm__tx_control(dest, tag, msg);
+    if (o->count > INT32_MAX) {
+        pm__error("cannot send a %llu-byte control message to host %d (over 2 GiB); aborting the job",
+                  (unsigned long long)o->count, dest);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    pm__tx_queue(o, o);
+}
+
+void pm__comm_expect(int delta)
+{
+    atomic_fetch_add(&C.expect, delta);
+}
+
+void pm__comm_active(int delta)
+{
+    atomic_fetch_add(&C.active, delta);
 }
 
 static int start_sends(void)
 {
     pthread_mutex_lock(&C.lock);
-    out_msg_t *m = C.head;
+    pm__out_t *o = C.head;
     C.head = C.tail = NULL;
     pthread_mutex_unlock(&C.lock);
     int n = 0;
-    while (m != NULL) {
-        out_msg_t *next = m->next;
+    while (o != NULL) {
+        pm__out_t *next = o->next;
         if (C.nfl == C.capfl) {
             int cap = C.capfl ? C.capfl * 2 : 64;
-            inflight_t *f = realloc(C.fl, (size_t)cap * sizeof *f);
-            if (f == NULL) {
-                pm__error("out of memory tracking messages; aborting the job");
-                MPI_Abort(MPI_COMM_WORLD, 1);
-            }
+            pm__out_t **f = realloc(C.fl, (size_t)cap * sizeof *f);
+            if (f == NULL)
+                out_of_memory("tracking messages");
             C.fl = f;
             C.capfl = cap;
         }
-        inflight_t *f = &C.fl[C.nfl++];
-        f->buf = m->buf.p;
-        MPI_Isend(m->buf.p ? (void *)m->buf.p : (void *)"", (int)m->buf.n, MPI_BYTE, m->dest,
-                  m->tag, MPI_COMM_WORLD, &f->req);
-        free(m);
-        m = next;
+        if (o->bo != NULL && o->addr == NULL)
+            pm__bulk_frag_prepare(o);
+        MPI_Isend(o->addr, (int)o->count, o->type, o->dest, o->tag,
+                  o->on_bulk ? pm__bulk_comm : MPI_COMM_WORLD, &o->req);
+        C.fl[C.nfl++] = o;
+        o = next;
         n++;
     }
     return n;
@@ -177,13 +220,19 @@ static int finish_sends(void)
     int n = 0;
     for (int i = 0; i < C.nfl;) {
         int done = 0;
-        MPI_Test(&C.fl[i].req, &done, MPI_STATUS_IGNORE);
+        pm__out_t *o = C.fl[i];
+        MPI_Test(&o->req, &done, MPI_STATUS_IGNORE);
         if (!done) {
             i++;
             continue;
         }
-        free(C.fl[i].buf);
         C.fl[i] = C.fl[--C.nfl];
+        if (o->type != MPI_BYTE)
+            MPI_Type_free(&o->type);
+        if (o->bo != NULL)
+            pm__bulk_frag_sent(o);
+        free(o->owned);
+        free(o);
         n++;
     }
     return n;
@@ -194,7 +243,7 @@ static int sends_pending(void)
     pthread_mutex_lock(&C.lock);
     int queued = C.head != NULL;
     pthread_mutex_unlock(&C.lock);
-    return queued || C.nfl > 0;
+    return queued || C.nfl > 0 || pm__bulk_busy();
 }
 
 /* ---- receiving ---------------------------------------------------------- */
@@ -226,11 +275,14 @@ static int receive(void)
         MPI_Recv(data, count, MPI_BYTE, st.MPI_SOURCE, st.MPI_TAG, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
         C.last_heard[st.MPI_SOURCE] = pm__now();
         pm__rbuf_t r = {.p = data, .n = (size_t)count};
-        if (st.MPI_TAG == PM__TAG_SHUTDOWN)
+        if (pm__bulk_take_trailer(&r, st.MPI_SOURCE) != 0)
+            r.bad = true;
+        else if (st.MPI_TAG == PM__TAG_SHUTDOWN)
             shutdown_received();
         else if (st.MPI_TAG >= PM__TAG_TASK && st.MPI_TAG < PM__TAG_LAST &&
                  handlers[st.MPI_TAG - PM__TAG_TASK] != NULL)
             handlers[st.MPI_TAG - PM__TAG_TASK](st.MPI_SOURCE, &r);
+        pm__bulk_after_handler(&r);
         if (r.bad)
             pm__error("malformed message (tag %d, %d bytes) from host %d ignored", st.MPI_TAG, count,
                       st.MPI_SOURCE);
@@ -268,19 +320,47 @@ static void heartbeat(void)
     }
 }
 
-static void nap(int idle_rounds)
+/* Whether something the comm thread could progress, or is waiting for, is
+ * in flight: then it polls without sleeping. */
+static bool must_poll(void)
 {
-    struct timespec ts = {0, idle_rounds < 16 ? 5000 : idle_rounds < 128 ? 50000 : 1000000};
-    nanosleep(&ts, NULL);
+    return C.nfl > 0 || pm__bulk_busy() || atomic_load(&C.expect) > 0 || atomic_load(&C.active) > 0;
+}
+
+/* Nothing in flight: naps ever longer (up to 1 ms) once the spell is over;
+ * a queued send ends the nap at once. */
+static void nap(double idle_since)
+{
+    double idle = pm__now() - idle_since;
+    if (idle < C.spin) {
+        sched_yield();
+        return;
+    }
+    double s = idle < C.spin + 0.001 ? 20e-6 : idle < C.spin + 0.01 ? 100e-6 : 1e-3;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    long ns = ts.tv_nsec + (long)(s * 1e9);
+    ts.tv_sec += ns / 1000000000L;
+    ts.tv_nsec = ns % 1000000000L;
+    pthread_mutex_lock(&C.lock);
+    if (C.head == NULL && !C.stop) {
+        C.asleep = 1;
+        pthread_cond_timedwait(&C.wake, &C.lock, &ts);
+        C.asleep = 0;
+    }
+    pthread_mutex_unlock(&C.lock);
 }
 
 static void *comm_main(void *arg)
 {
     (void)arg;
-    int idle = 0;
+    /* Naps of tens of microseconds should last about that long. */
+    prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+    double idle_since = pm__now();
     for (;;) {
         int work = start_sends();
         work += finish_sends();
+        work += pm__bulk_progress();
         work += receive();
         pm__proto_poll();
         heartbeat();
@@ -289,9 +369,14 @@ static void *comm_main(void *arg)
         pthread_mutex_unlock(&C.lock);
         if (stop && !sends_pending())
             break;
-        idle = work ? 0 : idle + 1;
-        if (!work)
-            nap(idle);
+        if (work) {
+            idle_since = pm__now();
+        } else if (must_poll()) {
+            idle_since = pm__now();
+            sched_yield();
+        } else {
+            nap(idle_since);
+        }
     }
     return NULL;
 }
@@ -320,7 +405,14 @@ int pm__comm_start(const pm__host_info_t *me)
         C.last_heard[h] = now;
     const char *t = getenv("PMLIB_HOST_TIMEOUT");
     C.host_timeout = t && atof(t) > 0 ? atof(t) : 30.0;
+    C.spin = (double)pm__env_uint("PMLIB_SPIN_US", "microseconds", 0, 10000000, 100) * 1e-6;
+    if (MPI_Comm_dup(MPI_COMM_WORLD, &pm__bulk_comm) != MPI_SUCCESS)
+        return PM__FAIL(PM_EMPI, "pm_init: cannot make the communicator for payloads");
+    int rc = pm__bulk_start();
+    if (rc != 0)
+        return rc;
     pthread_mutex_init(&C.lock, NULL);
+    pthread_cond_init(&C.wake, NULL);
     if (pthread_create(&C.thread, NULL, comm_main, NULL) != 0)
         return PM__FAIL(PM_ENOMEM, "pm_init: cannot start the comm thread");
     pthread_setname_np(C.thread, "pmlib-comm");
@@ -352,9 +444,13 @@ void pm__comm_finalize(void)
     if (C.running) {
         pthread_mutex_lock(&C.lock);
         C.stop = 1;
+        pthread_cond_signal(&C.wake);
         pthread_mutex_unlock(&C.lock);
         pthread_join(C.thread, NULL);
         pthread_mutex_destroy(&C.lock);
+        pthread_cond_destroy(&C.wake);
+        pm__bulk_stop();
+        MPI_Comm_free(&pm__bulk_comm);
         C.running = 0;
     }
     pm__data_free_mirrors();

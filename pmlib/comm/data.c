@@ -2,11 +2,14 @@
  * Data between hosts. A host other than 0 keeps a mirror of each memory it
  * has seen: a buffer the size of the memory (pages are only touched where
  * data lands) plus the ranges known to hold host 0's bytes at the mirror's
- * version. Before a chunk runs, its stub asks host 0 for the read ranges
- * the mirror lacks; after it runs, the chunk's written ranges go back with
- * its report. A new version of a memory empties the mirror's ranges, so
- * unchanged inputs are never sent twice. Payloads are zlib-compressed when
- * the task asks for it, or, in automatic mode, when a sample shrinks.
+ * version. A stub asks host 0 for the read ranges of its next chunk the
+ * mirror lacks while it runs the current one; host 0 sends them straight
+ * from the memory and they land straight in the mirror (strided rows go
+ * through one buffer). After a chunk runs, its written ranges go to host 0
+ * the same way, beside its report. A new version of a memory empties the
+ * mirror's ranges, so unchanged inputs are never sent twice. Payloads are
+ * zlib-compressed when the task asks for it, or, in automatic mode, when a
+ * sample shrinks.
  */
 #include "comm/comm.h"
 
@@ -16,16 +19,9 @@
 
 #include "reduce/acc.h"
 
-/* Below this size compression is not worth a try. */
-#define PM__COMPRESS_MIN 4096
-/* The automatic mode compresses when a sample shrinks below this fraction. */
-#define PM__COMPRESS_GAIN 0.85
-#define PM__COMPRESS_SAMPLE (256 * 1024)
-
 typedef struct pm__mirror {
     pm__memory_t mem; /* first, so a task's mems[] entry leads back here */
     pthread_mutex_t lock;
-    pthread_cond_t filled; /* some requested range arrived (or failed) */
     pm__acc_t valid;
     /* Contiguous ranges some stub has asked host 0 for and not yet received:
      * another stub needing them waits instead of asking again. */
@@ -59,7 +55,6 @@ pm__memory_t *pm__data_mirror(uint64_t handle, size_t bytes, uint64_t version)
         }
         mr->mem = (pm__memory_t){.handle = handle, .data = data, .bytes = bytes, .version = version};
         pthread_mutex_init(&mr->lock, NULL);
-        pthread_cond_init(&mr->filled, NULL);
         mr->next = mirrors;
         mirrors = mr;
     }
@@ -76,7 +71,6 @@ pm__memory_t *pm__data_mirror(uint64_t handle, size_t bytes, uint64_t version)
 static void mirror_free(pm__mirror_t *mr)
 {
     pthread_mutex_destroy(&mr->lock);
-    pthread_cond_destroy(&mr->filled);
     pm__acc_free(&mr->valid);
     free(mr->inflight);
     free(mr->mem.data);
@@ -112,6 +106,13 @@ void pm__data_free_mirrors(void)
 
 /* ---- payloads ------------------------------------------------------------ */
 
+/* Inline payloads (reduce partials inside a message) below this size are
+ * not worth compressing. */
+#define PM__COMPRESS_MIN 4096
+/* The automatic mode compresses when a sample shrinks below this fraction. */
+#define PM__COMPRESS_GAIN 0.85
+#define PM__COMPRESS_SAMPLE (256 * 1024)
+
 static bool want_compress(const pm__task_t *t, const unsigned char *raw, size_t n)
 {
     if (n < PM__COMPRESS_MIN || !(t->desc.flags & (PM_TASK_COMPRESS | PM_TASK_COMPRESS_AUTO)))
@@ -126,13 +127,20 @@ static bool want_compress(const pm__task_t *t, const unsigned char *raw, size_t 
     return pays;
 }
 
-/* Counts a payload on host 0, which every payload passes through. */
-static void count_bytes(pm__task_t *t, uint64_t raw, uint64_t sent)
+/* The transport's compression flags for a task's payloads. */
+static unsigned bulk_flags(const pm__task_t *t)
 {
-    if (pm__rt.host == 0) {
-        atomic_fetch_add(&t->bytes_moved, raw);
-        atomic_fetch_add(&t->bytes_sent, sent);
-    }
+    if (t->desc.flags & PM_TASK_COMPRESS)
+        return PM__BULK_ZLIB;
+    return t->desc.flags & PM_TASK_COMPRESS_AUTO ? PM__BULK_ZLIB_AUTO : 0;
+}
+
+/* Each host counts the payloads it receives from another host: raw bytes
+ * and bytes on the wire. */
+void pm__data_count(pm__task_t *t, uint64_t raw, uint64_t wire)
+{
+    atomic_fetch_add(&t->bytes_moved, raw);
+    atomic_fetch_add(&t->bytes_sent, wire);
 }
 
 static void put_payload(pm__wbuf_t *b, pm__task_t *t, const unsigned char *raw, size_t n)
@@ -151,7 +159,6 @@ static void put_payload(pm__wbuf_t *b, pm__task_t *t, const unsigned char *raw, 
     pm__wbuf_i32(b, z != NULL);
     pm__wbuf_u64(b, z ? zn : n);
     pm__wbuf_put(b, z ? z : raw, z ? zn : n);
-    count_bytes(t, n, z ? zn : n);
     free(z);
 }
 
@@ -166,7 +173,7 @@ static const unsigned char *get_payload(pm__rbuf_t *m, pm__task_t *t, size_t *n,
     *n = raw;
     if (data == NULL)
         return NULL;
-    count_bytes(t, raw, sent);
+    pm__data_count(t, raw, sent);
     if (!z)
         return raw == sent ? data : NULL;
     unsigned char *out = malloc(raw ? raw : 1);
@@ -243,35 +250,52 @@ static int recs_get(pm__rbuf_t *m, const pm__task_t *t, recs_t *v)
     return m->bad ? PM_EINVAL : 0;
 }
 
-static void gather(const pm__task_t *t, const recs_t *v, unsigned char *out)
+/* The bytes of records as segments of the task's memories (or mirrors),
+ * in record order; NULL when out of memory or too many. */
+static pm__seg_t *recs_segs(const pm__task_t *t, const recs_t *v, int *nseg)
 {
-    for (size_t i = 0; i < v->n; i++) {
-        const rec_t *r = &v->r[i];
-        const unsigned char *base = t->mems[r->m]->data;
-        for (uint64_t q = 0; q < r->count; q++, out += r->block)
-            memcpy(out, base + r->offset + q * r->stride, r->block);
-    }
-}
-
-static void scatter(const pm__task_t *t, const recs_t *v, const unsigned char *in)
-{
+    uint64_t n = 0;
+    for (size_t i = 0; i < v->n; i++)
+        n += v->r[i].count;
+    if (n > INT32_MAX)
+        return NULL;
+    pm__seg_t *segs = malloc((size_t)(n ? n : 1) * sizeof *segs);
+    if (segs == NULL)
+        return NULL;
+    int k = 0;
     for (size_t i = 0; i < v->n; i++) {
         const rec_t *r = &v->r[i];
         unsigned char *base = t->mems[r->m]->data;
-        for (uint64_t q = 0; q < r->count; q++, in += r->block)
-            memcpy(base + r->offset + q * r->stride, in, r->block);
+        for (uint64_t q = 0; q < r->count; q++) {
+            unsigned char *p = base + r->offset + q * r->stride;
+            if (k > 0 && (unsigned char *)segs[k - 1].p + segs[k - 1].n == p)
+                segs[k - 1].n += r->block; /* rows end to end: one segment */
+            else
+                segs[k++] = (pm__seg_t){p, r->block};
+        }
     }
+    *nseg = k;
+    return segs;
 }
 
 /* ---- fetching a chunk's inputs (other hosts) ------------------------------ */
 
-typedef struct fetch {
+struct pm__fetch {
     pthread_mutex_t lock;
     pthread_cond_t cv;
     int done, status;
     pm__task_t *t;
     recs_t recs;
-} fetch_t;
+    /* Strided records land here, then go into the mirrors row by row where
+     * the rows are still missing (others may be reading the valid ones). */
+    unsigned char *strided;
+};
+
+/* Ranges in flight that finished: a stub waiting for another's fetch
+ * looks again whenever the generation moves. */
+static pthread_mutex_t fill_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t fill_cv = PTHREAD_COND_INITIALIZER;
+static uint64_t fill_gen;
 
 static bool overlaps_inflight(const pm__mirror_t *mr, uint64_t lo, uint64_t hi)
 {
@@ -368,36 +392,7 @@ static int missing_reads(pm__task_t *t, uint64_t chunk, recs_t *out, bool *wait)
     return rc;
 }
 
-/* Waits until no range another stub asked for is still on its way. */
-static void wait_inflight(pm__task_t *t)
-{
-    for (int m = 0; m < t->desc.nmem; m++) {
-        pm__mirror_t *mr = mirror_of(t->mems[m]);
-        pthread_mutex_lock(&mr->lock);
-        while (mr->ninflight > 0)
-            pthread_cond_wait(&mr->filled, &mr->lock);
-        pthread_mutex_unlock(&mr->lock);
-    }
-}
-
-static int fetch_once(pm__task_t *t, uint64_t chunk, bool *wait);
-
-int pm__data_fetch(pm__task_t *t, uint64_t chunk)
-{
-    if (t->chunk_subs == NULL)
-        return 0;
-    /* Ranges another stub is fetching are waited for, then looked at again
-     * (a fetch that failed leaves them missing, and this stub asks itself). */
-    for (;;) {
-        bool wait = false;
-        int rc = fetch_once(t, chunk, &wait);
-        if (rc != 0 || !wait)
-            return rc;
-        wait_inflight(t);
-    }
-}
-
-static void done_inflight(const fetch_t *f)
+static void done_inflight(const pm__fetch_t *f)
 {
     for (size_t i = 0; i < f->recs.n; i++) {
         const rec_t *r = &f->recs.r[i];
@@ -406,45 +401,107 @@ static void done_inflight(const fetch_t *f)
         pm__mirror_t *mr = mirror_of(f->t->mems[r->m]);
         pthread_mutex_lock(&mr->lock);
         drop_inflight(mr, r->offset, r->offset + r->block);
-        pthread_cond_broadcast(&mr->filled);
         pthread_mutex_unlock(&mr->lock);
     }
+    pthread_mutex_lock(&fill_lock);
+    fill_gen++;
+    pthread_cond_broadcast(&fill_cv);
+    pthread_mutex_unlock(&fill_lock);
 }
 
-static int fetch_once(pm__task_t *t, uint64_t chunk, bool *wait)
+static void fetch_free(pm__fetch_t *f)
 {
-    fetch_t f = {.t = t};
-    int rc = missing_reads(t, chunk, &f.recs, wait);
-    if (rc != 0 || f.recs.n == 0) {
-        done_inflight(&f);
-        free(f.recs.r);
+    pthread_cond_destroy(&f->cv);
+    pthread_mutex_destroy(&f->lock);
+    free(f->recs.r);
+    free(f->strided);
+    free(f);
+}
+
+/* Asks host 0 for what the chunk reads and the mirrors lack, without
+ * waiting; *out is NULL when nothing needs asking for. */
+static int fetch_begin(pm__task_t *t, uint64_t chunk, pm__fetch_t **out, bool *wait)
+{
+    *out = NULL;
+    pm__fetch_t *f = calloc(1, sizeof *f);
+    if (f == NULL)
+        return PM__FAIL(PM_ENOMEM, "out of memory fetching inputs");
+    f->t = t;
+    pthread_mutex_init(&f->lock, NULL);
+    pthread_cond_init(&f->cv, NULL);
+    int rc = missing_reads(t, chunk, &f->recs, wait);
+    if (rc != 0 || f->recs.n == 0) {
+        done_inflight(f);
+        fetch_free(f);
         if (rc != 0)
             pm__task_fail(t, rc, chunk * t->grain, "out of memory listing the inputs of chunk %llu",
                           (unsigned long long)chunk);
         return rc;
     }
-    pthread_mutex_init(&f.lock, NULL);
-    pthread_cond_init(&f.cv, NULL);
     pm__wbuf_t b = {0};
     pm__wbuf_u64(&b, t->seq);
-    pm__wbuf_u64(&b, (uint64_t)(uintptr_t)&f);
-    recs_put(&b, &f.recs);
+    pm__wbuf_u64(&b, (uint64_t)(uintptr_t)f);
+    recs_put(&b, &f->recs);
+    pm__comm_expect(1);
     pm__comm_send(0, PM__TAG_DATA_REQ, &b);
-    pthread_mutex_lock(&f.lock);
-    while (!f.done)
-        pthread_cond_wait(&f.cv, &f.lock);
-    pthread_mutex_unlock(&f.lock);
-    pthread_cond_destroy(&f.cv);
-    pthread_mutex_destroy(&f.lock);
-    done_inflight(&f);
-    free(f.recs.r);
-    if (f.status != 0)
-        pm__task_fail(t, f.status, chunk * t->grain, "host %d could not fetch the inputs of chunk %llu (%s)",
-                      pm__rt.host, (unsigned long long)chunk, pm_strerror(f.status));
-    return f.status;
+    *out = f;
+    return 0;
 }
 
-/* Host 0: sends the requested ranges. */
+/* Waits for a fetch's bytes and frees it. */
+static int fetch_end(pm__task_t *t, uint64_t chunk, pm__fetch_t *f)
+{
+    pthread_mutex_lock(&f->lock);
+    while (!f->done)
+        pthread_cond_wait(&f->cv, &f->lock);
+    pthread_mutex_unlock(&f->lock);
+    int status = f->status;
+    done_inflight(f);
+    fetch_free(f);
+    if (status != 0)
+        pm__task_fail(t, status, chunk * t->grain, "host %d could not fetch the inputs of chunk %llu (%s)",
+                      pm__rt.host, (unsigned long long)chunk, pm_strerror(status));
+    return status;
+}
+
+int pm__data_prefetch(pm__task_t *t, uint64_t chunk, pm__fetch_t **f)
+{
+    bool wait = false;
+    *f = NULL;
+    return t->chunk_subs == NULL ? 0 : fetch_begin(t, chunk, f, &wait);
+}
+
+int pm__data_fetch(pm__task_t *t, uint64_t chunk, pm__fetch_t *started)
+{
+    if (t->chunk_subs == NULL)
+        return 0;
+    if (started != NULL) {
+        int rc = fetch_end(t, chunk, started);
+        if (rc != 0)
+            return rc;
+    }
+    /* What is still missing: ranges another stub is fetching are waited
+     * for, then looked at again (a fetch that failed leaves them missing,
+     * and this stub asks itself). */
+    for (;;) {
+        bool wait = false;
+        pthread_mutex_lock(&fill_lock);
+        uint64_t gen = fill_gen;
+        pthread_mutex_unlock(&fill_lock);
+        pm__fetch_t *f;
+        int rc = fetch_begin(t, chunk, &f, &wait);
+        if (rc == 0 && f != NULL)
+            rc = fetch_end(t, chunk, f);
+        if (rc != 0 || !wait)
+            return rc;
+        pthread_mutex_lock(&fill_lock);
+        while (fill_gen == gen)
+            pthread_cond_wait(&fill_cv, &fill_lock);
+        pthread_mutex_unlock(&fill_lock);
+    }
+}
+
+/* Host 0: sends the requested ranges straight from the memories. */
 void pm__data_on_req(int src, pm__rbuf_t *m)
 {
     uint64_t seq = pm__rbuf_u64(m), cookie = pm__rbuf_u64(m);
@@ -453,32 +510,37 @@ void pm__data_on_req(int src, pm__rbuf_t *m)
     pthread_mutex_unlock(&pm__rt.lock);
     recs_t v = {0};
     int rc = t ? recs_get(m, t, &v) : PM_EINVAL;
-    unsigned char *raw = rc == 0 ? malloc(v.bytes ? v.bytes : 1) : NULL;
-    if (rc == 0 && raw == NULL)
+    int nseg = 0;
+    pm__seg_t *segs = rc == 0 ? recs_segs(t, &v, &nseg) : NULL;
+    if (rc == 0 && segs == NULL)
         rc = PM_ENOMEM;
     pm__wbuf_t b = {0};
     pm__wbuf_u64(&b, cookie);
     pm__wbuf_i32(&b, rc);
-    if (rc == 0) {
-        gather(t, &v, raw);
-        put_payload(&b, t, raw, v.bytes);
-    }
-    free(raw);
+    /* The task lives until this host has the chunk's report, which comes
+     * after these bytes landed: they may be sent from the memory itself. */
+    pm__comm_send_bulk(src, PM__TAG_DATA_REPLY, &b, segs, nseg, t ? bulk_flags(t) : 0, NULL, NULL);
+    free(segs);
     free(v.r);
-    pm__comm_send(src, PM__TAG_DATA_REPLY, &b);
 }
 
-/* Copies the received bytes the mirrors lack and marks them valid. */
-static void fill_mirrors(fetch_t *f, const unsigned char *in)
+/* Strided rows that landed in f->strided go into the mirrors where they
+ * are still missing; contiguous ranges, received in place, become valid. */
+static void fill_mirrors(pm__fetch_t *f)
 {
+    const unsigned char *in = f->strided;
     for (size_t i = 0; i < f->recs.n; i++) {
         const rec_t *r = &f->recs.r[i];
         pm__mirror_t *mr = mirror_of(f->t->mems[r->m]);
         unsigned char *base = mr->mem.data;
         pthread_mutex_lock(&mr->lock);
+        if (r->count == 1) {
+            pm__acc_cover(&mr->valid, r->offset, r->offset + r->block);
+            pthread_mutex_unlock(&mr->lock);
+            continue;
+        }
         for (uint64_t q = 0; q < r->count; q++, in += r->block) {
             uint64_t lo = r->offset + q * r->stride;
-            /* Bytes already valid may be in use by a running subtask: leave them. */
             if (!pm__acc_covers(&mr->valid, lo, lo + r->block)) {
                 memcpy(base + lo, in, r->block);
                 pm__acc_cover(&mr->valid, lo, lo + r->block);
@@ -488,26 +550,9 @@ static void fill_mirrors(fetch_t *f, const unsigned char *in)
     }
 }
 
-void pm__data_on_reply(int src, pm__rbuf_t *m)
+static void fetch_complete(pm__fetch_t *f, int status)
 {
-    (void)src;
-    fetch_t *f = (fetch_t *)(uintptr_t)pm__rbuf_u64(m);
-    int32_t status = pm__rbuf_i32(m);
-    if (f == NULL)
-        return;
-    if (m->bad && status == 0)
-        status = PM_EHOST;
-    if (status == 0) {
-        size_t n;
-        bool owned;
-        const unsigned char *raw = get_payload(m, f->t, &n, &owned);
-        if (raw == NULL || n != f->recs.bytes)
-            status = PM_EHOST;
-        else
-            fill_mirrors(f, raw);
-        if (owned)
-            free((void *)raw);
-    }
+    pm__comm_expect(-1);
     pthread_mutex_lock(&f->lock);
     f->status = status;
     f->done = 1;
@@ -515,11 +560,72 @@ void pm__data_on_reply(int src, pm__rbuf_t *m)
     pthread_mutex_unlock(&f->lock);
 }
 
+static void reply_landed(void *arg, int status, uint64_t raw, uint64_t wire)
+{
+    pm__fetch_t *f = arg;
+    if (status == 0) {
+        fill_mirrors(f);
+        pm__data_count(f->t, raw, wire);
+    }
+    fetch_complete(f, status ? PM_EHOST : 0);
+}
+
+/* The payload's segments: contiguous ranges straight into the mirrors,
+ * strided ones into f->strided. */
+static pm__seg_t *reply_segs(pm__fetch_t *f, int *nseg)
+{
+    uint64_t strided = 0;
+    for (size_t i = 0; i < f->recs.n; i++)
+        if (f->recs.r[i].count != 1)
+            strided += f->recs.r[i].block * f->recs.r[i].count;
+    pm__seg_t *segs = malloc((f->recs.n ? f->recs.n : 1) * sizeof *segs);
+    f->strided = strided ? malloc(strided) : NULL;
+    if (segs == NULL || (strided && f->strided == NULL)) {
+        free(segs);
+        return NULL;
+    }
+    unsigned char *at = f->strided;
+    for (size_t i = 0; i < f->recs.n; i++) {
+        const rec_t *r = &f->recs.r[i];
+        if (r->count == 1) {
+            segs[i] = (pm__seg_t){(unsigned char *)f->t->mems[r->m]->data + r->offset, r->block};
+        } else {
+            segs[i] = (pm__seg_t){at, r->block * r->count};
+            at += r->block * r->count;
+        }
+    }
+    *nseg = (int)f->recs.n;
+    return segs;
+}
+
+void pm__data_on_reply(int src, pm__rbuf_t *m)
+{
+    (void)src;
+    pm__fetch_t *f = (pm__fetch_t *)(uintptr_t)pm__rbuf_u64(m);
+    int32_t status = pm__rbuf_i32(m);
+    if (f == NULL)
+        return;
+    if (m->bad && status == 0)
+        status = PM_EHOST;
+    int nseg = 0;
+    pm__seg_t *segs = status == 0 ? reply_segs(f, &nseg) : NULL;
+    if (status == 0 && segs == NULL)
+        status = PM_ENOMEM;
+    if (status != 0) {
+        fetch_complete(f, status);
+        return;
+    }
+    pm__comm_recv_bulk(m, segs, nseg, reply_landed, f);
+    free(segs);
+}
+
 /* ---- a chunk's writes (other hosts -> host 0) ----------------------------- */
 
-void pm__data_put_writes(pm__wbuf_t *b, pm__task_t *t, uint64_t chunk)
+int pm__data_put_writes(pm__wbuf_t *b, pm__task_t *t, uint64_t chunk, pm__seg_t **segs, int *nseg)
 {
     recs_t v = {0};
+    *segs = NULL;
+    *nseg = 0;
     if (t->chunk_subs != NULL && t->chunk_subs[chunk].start != NULL) {
         const pm__chunk_subs_t *cs = &t->chunk_subs[chunk];
         for (uint32_t i = 0; i < cs->n; i++) {
@@ -529,35 +635,26 @@ void pm__data_put_writes(pm__wbuf_t *b, pm__task_t *t, uint64_t chunk)
                 b->oom = true;
         }
     }
-    unsigned char *raw = malloc(v.bytes ? v.bytes : 1);
-    if (raw == NULL)
-        b->oom = true;
-    else
-        gather(t, &v, raw);
     recs_put(b, &v);
-    if (raw != NULL)
-        put_payload(b, t, raw, v.bytes);
-    free(raw);
+    *segs = recs_segs(t, &v, nseg);
+    if (*segs == NULL)
+        b->oom = true;
     free(v.r);
+    return bulk_flags(t);
 }
 
-void pm__data_get_writes(pm__rbuf_t *m, pm__task_t *t, int src)
+pm__seg_t *pm__data_get_writes(pm__rbuf_t *m, pm__task_t *t, int src, int *nseg)
 {
     recs_t v = {0};
     int rc = recs_get(m, t, &v);
-    size_t n = 0;
-    bool owned = false;
-    const unsigned char *raw = rc == 0 ? get_payload(m, t, &n, &owned) : NULL;
-    if (rc == 0 && (raw == NULL || n != v.bytes))
-        rc = PM_EHOST;
-    if (rc == 0)
-        scatter(t, &v, raw);
-    else
+    pm__seg_t *segs = rc == 0 ? recs_segs(t, &v, nseg) : NULL;
+    if (rc == 0 && segs == NULL)
+        rc = PM_ENOMEM;
+    if (rc != 0)
         pm__task_fail(t, PM_EHOST, UINT64_MAX, "host %d sent a chunk's output host 0 could not read (%s)",
                       src, pm_strerror(rc));
-    if (owned)
-        free((void *)raw);
     free(v.r);
+    return segs;
 }
 
 /* ---- reduce partials ------------------------------------------------------- */

@@ -486,12 +486,26 @@ void pm__proto_on_steal_reply(int src, pm__rbuf_t *m)
 
 /* ---- other hosts: reporting chunks --------------------------------------- */
 
-int pm__proto_before_chunk(pm__task_t *t, uint64_t chunk)
+static void subscribe_once(pm__task_t *t, uint64_t chunk)
 {
     if (t->chunk_subs != NULL && t->chunk_subs[chunk].start == NULL)
         pm__subscribe_chunk(t, chunk);
+}
+
+pm__fetch_t *pm__proto_prefetch(pm__task_t *t, uint64_t chunk)
+{
+    pm__fetch_t *f = NULL;
+    subscribe_once(t, chunk);
+    if (pm__data_prefetch(t, chunk, &f) != 0)
+        f = NULL;
+    return f;
+}
+
+int pm__proto_before_chunk(pm__task_t *t, uint64_t chunk, pm__fetch_t *started)
+{
+    subscribe_once(t, chunk);
     double t0 = pm__now();
-    int rc = pm__data_fetch(t, chunk);
+    int rc = pm__data_fetch(t, chunk, started);
     if (pm__trace_on())
         pm__trace_span(-1, PM__TRACE_FETCH, t->seq, chunk, t0, pm__now());
     return rc;
@@ -544,9 +558,15 @@ void pm__proto_after_chunk(pm__task_t *t, uint64_t chunk, pm_device_kind_t kind)
     pm__wbuf_u64(&b, last - first);
     pm__wbuf_i32(&b, kind);
     put_status(&b, t);
-    pm__data_put_writes(&b, t, chunk);
+    pm__seg_t *segs;
+    int nseg;
+    unsigned flags = (unsigned)pm__data_put_writes(&b, t, chunk, &segs, &nseg);
     put_pieces(&b, t, first, last);
-    pm__comm_send(0, PM__TAG_CHUNK_DONE, &b);
+    /* The written bytes go from the mirrors, which nothing writes again
+     * before host 0 has them: this task has no other writer of them, and a
+     * later writer waits for this task to end. */
+    pm__comm_send_bulk(0, PM__TAG_CHUNK_DONE, &b, segs, nseg, flags, NULL, NULL);
+    free(segs);
     pthread_mutex_lock(&pm__rt.lock);
     t->inprogress--;
     maybe_send_drained_locked(t);
@@ -585,6 +605,30 @@ static void get_pieces(pm__rbuf_t *m, pm__task_t *t)
     }
 }
 
+/* A chunk's report whose written bytes are still landing. */
+typedef struct chunk_report {
+    pm__task_t *t;
+    uint64_t nsub;
+    int32_t kind;
+} chunk_report_t;
+
+static void chunk_landed(void *arg, int status, uint64_t raw, uint64_t wire)
+{
+    chunk_report_t *c = arg;
+    pm__task_t *t = c->t;
+    if (status == 0)
+        pm__data_count(t, raw, wire);
+    else
+        pm__task_fail(t, PM_EHOST, UINT64_MAX, "a chunk's output from another host did not arrive whole (%s)",
+                      pm_strerror(status));
+    atomic_fetch_add(&t->subtasks_remote, c->nsub);
+    if (c->kind == PM_DEVICE_GPU)
+        atomic_fetch_add(&t->subtasks_remote_gpu, c->nsub);
+    atomic_fetch_add(&t->subtasks_done, c->nsub);
+    free(c);
+    pm__task_done(t, 1);
+}
+
 void pm__proto_on_chunk_done(int src, pm__rbuf_t *m)
 {
     uint64_t seq = pm__rbuf_u64(m), chunk = pm__rbuf_u64(m), nsub = pm__rbuf_u64(m);
@@ -596,17 +640,23 @@ void pm__proto_on_chunk_done(int src, pm__rbuf_t *m)
     pthread_mutex_unlock(&pm__rt.lock);
     if (t == NULL || chunk >= t->nchunks)
         return;
-    /* A multi-assigned chunk reports twice; the first report wins. */
+    /* A multi-assigned chunk reports twice; the first report wins (the
+     * other's bytes are dropped). */
     if (t->done_map != NULL && atomic_exchange(&t->done_map[chunk], 1))
         return;
+    chunk_report_t *c = malloc(sizeof *c);
+    if (c == NULL) {
+        pm__error("out of memory taking a chunk's report from host %d; aborting the job", src);
+        abort();
+    }
+    *c = (chunk_report_t){t, nsub, kind};
+    int nseg = 0;
     get_status(m, t, src);
-    pm__data_get_writes(m, t, src);
+    pm__seg_t *segs = pm__data_get_writes(m, t, src, &nseg);
     get_pieces(m, t);
-    atomic_fetch_add(&t->subtasks_remote, nsub);
-    if (kind == PM_DEVICE_GPU)
-        atomic_fetch_add(&t->subtasks_remote_gpu, nsub);
-    atomic_fetch_add(&t->subtasks_done, nsub);
-    pm__task_done(t, 1);
+    /* Last: for a small payload chunk_landed runs at once and may end the task. */
+    pm__comm_recv_bulk(m, segs, segs ? nseg : 0, chunk_landed, c);
+    free(segs);
 }
 
 /* ---- draining ------------------------------------------------------------ */
@@ -639,6 +689,8 @@ static void send_drained_locked(pm__task_t *t)
     pm__wbuf_u64(&b, from_gpu);
     pm__wbuf_u64(&b, hits);
     pm__wbuf_u64(&b, (uint64_t)t->copies);
+    pm__wbuf_u64(&b, atomic_load(&t->bytes_moved));
+    pm__wbuf_u64(&b, atomic_load(&t->bytes_sent));
     /* Count first so the reader knows how many follow. */
     size_t at = b.n;
     pm__wbuf_u64(&b, 0);

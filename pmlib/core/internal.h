@@ -150,7 +150,7 @@ typedef struct pm__stub_counts {
 /* Counters other hosts report when they drain. */
 enum pm__remote_count {
     PM__RC_STEALS, PM__RC_STEALS_REMOTE, PM__RC_TO_GPU, PM__RC_FROM_GPU, PM__RC_HITS,
-    PM__RC_COPIES, PM__REMOTE_COUNTS
+    PM__RC_COPIES, PM__RC_BYTES_MOVED, PM__RC_BYTES_SENT, PM__REMOTE_COUNTS
 };
 
 typedef struct pm__task {
@@ -345,7 +345,11 @@ void pm__comm_finalize(void);
 /* Hooks of the task protocol (comm/proto.c). */
 void pm__proto_task_started(pm__task_t *t);     /* host 0: send it to every host */
 void pm__proto_want_work_locked(pm__task_t *t); /* no chunk here: ask other hosts */
-int pm__proto_before_chunk(pm__task_t *t, uint64_t chunk); /* remote: subscribe, fetch */
+/* Remote: subscribes a chunk and starts fetching its inputs (NULL: none to
+ * fetch); before it runs, waits for them (started may be NULL). */
+typedef struct pm__fetch pm__fetch_t;
+pm__fetch_t *pm__proto_prefetch(pm__task_t *t, uint64_t chunk);
+int pm__proto_before_chunk(pm__task_t *t, uint64_t chunk, pm__fetch_t *started);
 void pm__proto_after_chunk(pm__task_t *t, uint64_t chunk, pm_device_kind_t kind); /* remote: report */
 void pm__proto_task_finished(pm__task_t *t);    /* host 0: tell every host */
 void pm__proto_memory_released(uint64_t handle);

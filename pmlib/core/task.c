@@ -516,8 +516,9 @@ static void fill_stats(pm__task_t *t)
     s->gpu_cache_hits += atomic_load(&t->remote_counts[PM__RC_HITS]);
     s->multi_assigned = atomic_load(&t->remote_counts[PM__RC_COPIES]);
     s->subtasks_gpu += atomic_load(&t->subtasks_remote_gpu);
-    s->bytes_moved = atomic_load(&t->bytes_moved);
-    s->bytes_sent = atomic_load(&t->bytes_sent);
+    /* Each host counts the bytes it received from another. */
+    s->bytes_moved = atomic_load(&t->bytes_moved) + atomic_load(&t->remote_counts[PM__RC_BYTES_MOVED]);
+    s->bytes_sent = atomic_load(&t->bytes_sent) + atomic_load(&t->remote_counts[PM__RC_BYTES_SENT]);
 }
 
 static void release_locked(pm__task_t *t)

@@ -109,19 +109,44 @@ static void feed_done(pm__chunk_feed_t *f, uint64_t chunk, double since)
 }
 #endif
 
+/* Takes the chunk after the current one; on another host its inputs start
+ * coming at once, while the current chunk runs. */
+static bool take_next(pm__stub_t *s, pm__task_t *t, uint64_t *next, pm__fetch_t **fetch)
+{
+    bool more = t->policy->take(t, s->index, next);
+    if (!more) /* before the last report: the task may end with it */
+        atomic_store(&t->counts[s->index].active, 0);
+    if (more && t->remote) {
+        /* The remote host drains only once nothing is held. */
+        pthread_mutex_lock(&pm__rt.lock);
+        t->inprogress++;
+        pthread_mutex_unlock(&pm__rt.lock);
+        *fetch = pm__proto_prefetch(t, *next);
+    }
+    return more;
+}
+
 static void run_loop(pm__stub_t *s, pm__task_t *t, uint64_t k)
 {
     atomic_store(&t->counts[s->index].active, 1);
+    pm__fetch_t *fetch = NULL;
     for (;;) {
         if (t->running != NULL) { /* other hosts may ask for a copy of it */
             atomic_store(&t->running_since[s->index], (uint64_t)(pm__now() * 1e9));
             atomic_store(&t->running[s->index], k);
         }
         double t0 = pm__now();
-        if (t->remote && pm__proto_before_chunk(t, k) != 0)
-            ;
+        uint64_t next = 0;
+        bool more;
+        pm__fetch_t *next_fetch = NULL;
+        if (t->remote) {
+            int rc = pm__proto_before_chunk(t, k, fetch);
+            more = take_next(s, t, &next, &next_fetch);
+            if (rc == 0)
+                s->ops->run_chunk(s, t, k);
+        }
 #if PMLIB_HAVE_CUDA
-        else if (s->ops == &pm__cuda_ops && !t->remote && t->running == NULL) {
+        else if (s->ops == &pm__cuda_ops && t->running == NULL) {
             /* One stream of chunks, so the GPU's pipeline never drains
              * between them; the feed reports each chunk. */
             gpu_feed_t f = {{feed_next, feed_done}, s, t, t0};
@@ -129,8 +154,10 @@ static void run_loop(pm__stub_t *s, pm__task_t *t, uint64_t k)
             return;
         }
 #endif
-        else
+        else {
             s->ops->run_chunk(s, t, k);
+            more = false; /* taken below, after the chunk */
+        }
         double t1 = pm__now();
         note_time(s, t, k, t1 - t0);
         pm__trace_span(s->index, PM__TRACE_CHUNK, t->seq, k, t0, t1);
@@ -138,27 +165,19 @@ static void run_loop(pm__stub_t *s, pm__task_t *t, uint64_t k)
             atomic_store(&t->running[s->index], UINT64_MAX);
             atomic_store(&t->copied[s->index], 0);
         }
-        uint64_t next;
-        bool more = t->policy->take(t, s->index, &next);
+        if (!t->remote)
+            more = take_next(s, t, &next, &next_fetch);
         uint64_t first, last;
         pm__chunk_span(t, k, &first, &last);
         atomic_fetch_add(&t->subtasks_done, last - first);
-        if (!more) /* before the last report: the task may end with it */
-            atomic_store(&t->counts[s->index].active, 0);
-        if (t->remote) {
-            /* The remote host reports the chunk; it drains once nothing is held. */
-            if (more) {
-                pthread_mutex_lock(&pm__rt.lock);
-                t->inprogress++;
-                pthread_mutex_unlock(&pm__rt.lock);
-            }
+        if (t->remote)
             pm__proto_after_chunk(t, k, s->ops->kind);
-        } else {
+        else
             pm__task_done(t, 1);
-        }
         if (!more)
             return;
         k = next;
+        fetch = next_fetch;
     }
 }
 

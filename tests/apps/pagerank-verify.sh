@@ -1,7 +1,8 @@
 #!/bin/sh
 # pagerank --verify on the CPU: generated graphs on one host with two stubs
-# and on two MPI hosts (with and without compression), an edge-list file, and
-# clear errors (exit 2) for missing and malformed files.
+# and on two MPI hosts (with and without compression; there the output also
+# reports the bytes moved between hosts), an edge-list file, and clear errors
+# (exit 2) for missing and malformed files.
 set -e
 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 PMLIB_NCPU=2
 export OMPI_ALLOW_RUN_AS_ROOT OMPI_ALLOW_RUN_AS_ROOT_CONFIRM PMLIB_NCPU
@@ -9,11 +10,21 @@ app=${top_builddir:-.}/apps/pagerank/pagerank
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 
-"$app" --verify --device cpu
+"$app" --verify --device cpu >"$dir/out"
+cat "$dir/out"
+if grep -q "hosts:\|^result .* hosts=" "$dir/out"; then
+  echo "FAIL: bytes between hosts reported on one host"; exit 1
+fi
 "$app" --pages 3000 --seed 7 --subtasks 13 --tol 1e-6 --device cpu --verify
 ${MPIEXEC:-mpiexec} --oversubscribe -n 2 "$app" --verify --device cpu
 ${MPIEXEC:-mpiexec} --oversubscribe -n 2 "$app" --pages 20000 --iters 20 \
-  --compress --device cpu --verify
+  --compress --device cpu --verify >"$dir/out"
+cat "$dir/out"
+# on two hosts: the bytes all iterations moved, and the rate
+grep -q "^ *hosts: 2, moved .* (sent .*) at .*B/s$" "$dir/out"
+num="[0-9][0-9.]*"
+grep -q "^result .* hosts=2 moved_mb=$num sent_mb=$num moved_gbs=$num " \
+  "$dir/out"
 
 # A small graph with a dangling page (3), a page nobody links to (4) and
 # a comment; the ranks must still sum to 1 and match the serial ones.

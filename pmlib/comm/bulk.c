@@ -1,0 +1,765 @@
+/*
+ * Payloads: byte streams that travel beside control messages, from the
+ * sender's memory straight into the receiver's.
+ *
+ * A payload has a mode, written in a trailer of its control message:
+ *   inline  small payloads (up to PM__INLINE_MAX) ride in the message;
+ *   raw     fragments of up to PM__RAW_FRAG bytes, each one MPI message
+ *           on the payload communicator, described on both sides by a
+ *           datatype over the segments, so nothing is copied by pmlib and
+ *           counts stay below 2^31;
+ *   zlib    fragments of PM__ZFRAG raw bytes, each deflated on the codec
+ *           thread while earlier ones are on the wire, and inflated by the
+ *           receiver straight into its segments. A byte before each
+ *           fragment says whether it shrank (1) or travels raw (0).
+ * Each payload has its own tag on the payload communicator (a counter per
+ * destination), so its fragments match only its receives.
+ */
+#define _GNU_SOURCE
+#include "comm/transport.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#define PM__INLINE_MAX (16 * 1024)
+#define PM__RAW_FRAG ((uint64_t)1 << 30)
+#define PM__ZFRAG ((uint64_t)1 << 20)
+/* The codec stays at most this far ahead of the wire. */
+#define PM__CODEC_AHEAD ((uint64_t)64 << 20)
+/* The automatic mode compresses when a sample shrinks below this fraction. */
+#define PM__ZSAMPLE (256 * 1024)
+#define PM__ZGAIN 0.85
+#define PM__ZMIN 4096
+
+enum { MODE_RAW = 0, MODE_ZLIB = 1, MODE_INLINE = 2 };
+#define TRAILER (4 + 4 + 8 + 8 + 1)
+
+typedef struct pm__bulk_out {
+    struct pm__bulk_out *next; /* codec queue */
+    int dest, tag, mode;
+    int ctag; /* the control message's tag */
+    unsigned flags;
+    pm__wbuf_t hdr;
+    pm__seg_t *segs;
+    int nseg;
+    uint64_t bytes, frag, wire;
+    uint32_t nfrag, pending; /* sends not yet complete (comm thread) */
+    pm__bulk_done_fn done;
+    void *arg;
+} pm__bulk_out_t;
+
+typedef struct pm__bulk_in {
+    struct pm__bulk_in *next;
+    int src, tag, mode;
+    uint64_t bytes, frag, wire;
+    uint32_t nfrag, next_frag;
+    const unsigned char *inline_data;
+    pm__seg_t *segs;
+    int nseg;
+    bool claimed;
+    void *scratch; /* a payload nobody claimed lands here */
+    MPI_Request *reqs;
+    MPI_Datatype *types;
+    MPI_Request zreq;
+    unsigned char *zbuf;
+    int zcount;
+    bool zposted;
+    int status;
+    double t0;
+    pm__bulk_done_fn done;
+    void *arg;
+} pm__bulk_in_t;
+
+static struct {
+    int *next_tag;        /* per destination; under lock */
+    int tag_ub;
+    pthread_mutex_t lock; /* next_tag and the codec queue */
+    pthread_cond_t cv, room;
+    pm__bulk_out_t *qhead, *qtail;
+    int stop, started;
+    pthread_t codec;
+    atomic_int codec_jobs;
+    atomic_uint_fast64_t ahead;  /* compressed bytes queued, not yet sent */
+    pm__bulk_in_t *in;           /* comm thread */
+    atomic_uint_fast64_t *rate;  /* bytes per second from each host */
+} B;
+
+/* ---- segments as a stream ------------------------------------------------ */
+
+static pm__seg_t *segs_copy(const pm__seg_t *segs, int nseg)
+{
+    pm__seg_t *c = malloc((size_t)(nseg > 0 ? nseg : 1) * sizeof *c);
+    if (c != NULL && nseg > 0)
+        memcpy(c, segs, (size_t)nseg * sizeof *c);
+    return c;
+}
+
+static uint64_t segs_total(const pm__seg_t *segs, int nseg)
+{
+    uint64_t n = 0;
+    for (int i = 0; i < nseg; i++)
+        n += segs[i].n;
+    return n;
+}
+
+/* Walks the stream bytes [lo, lo + n) of the segments, piece by piece. */
+typedef struct walk {
+    const pm__seg_t *segs;
+    int nseg, i;
+    uint64_t off; /* within segs[i] */
+    uint64_t left;
+} walk_t;
+
+static walk_t walk_at(const pm__seg_t *segs, int nseg, uint64_t lo, uint64_t n)
+{
+    walk_t w = {segs, nseg, 0, 0, n};
+    while (w.i < nseg && lo >= segs[w.i].n) {
+        lo -= segs[w.i].n;
+        w.i++;
+    }
+    w.off = lo;
+    return w;
+}
+
+/* The next piece: false at the end. */
+static bool walk_next(walk_t *w, unsigned char **p, uint64_t *n)
+{
+    while (w->left > 0 && w->i < w->nseg) {
+        uint64_t avail = w->segs[w->i].n - w->off;
+        if (avail == 0) {
+            w->i++;
+            w->off = 0;
+            continue;
+        }
+        *n = avail < w->left ? avail : w->left;
+        *p = (unsigned char *)w->segs[w->i].p + w->off;
+        w->off += *n;
+        w->left -= *n;
+        return true;
+    }
+    return false;
+}
+
+static void stream_copy_in(const pm__seg_t *segs, int nseg, uint64_t lo, const unsigned char *src,
+                           uint64_t n)
+{
+    walk_t w = walk_at(segs, nseg, lo, n);
+    unsigned char *p;
+    uint64_t k;
+    while (walk_next(&w, &p, &k)) {
+        memcpy(p, src, k);
+        src += k;
+    }
+}
+
+static void stream_copy_out(const pm__seg_t *segs, int nseg, uint64_t lo, unsigned char *dst, uint64_t n)
+{
+    walk_t w = walk_at(segs, nseg, lo, n);
+    unsigned char *p;
+    uint64_t k;
+    while (walk_next(&w, &p, &k)) {
+        memcpy(dst, p, k);
+        dst += k;
+    }
+}
+
+/* The stream bytes [lo, lo + n) as (address, count, datatype) for MPI;
+ * one piece goes as plain bytes, several as an indexed type. */
+static int stream_type(const pm__seg_t *segs, int nseg, uint64_t lo, uint64_t n, void **addr, int *count,
+                       MPI_Datatype *type)
+{
+    walk_t w = walk_at(segs, nseg, lo, n);
+    unsigned char *p;
+    uint64_t k;
+    int pieces = 0;
+    while (walk_next(&w, &p, &k))
+        pieces++;
+    w = walk_at(segs, nseg, lo, n);
+    if (pieces <= 1) {
+        *addr = walk_next(&w, &p, &k) ? (void *)p : (void *)"";
+        *count = (int)n;
+        *type = MPI_BYTE;
+        return 0;
+    }
+    int *len = malloc((size_t)pieces * sizeof *len);
+    MPI_Aint *disp = malloc((size_t)pieces * sizeof *disp);
+    if (len == NULL || disp == NULL) {
+        free(len);
+        free(disp);
+        return PM_ENOMEM;
+    }
+    for (int i = 0; walk_next(&w, &p, &k); i++) {
+        len[i] = (int)k;
+        MPI_Get_address(p, &disp[i]);
+    }
+    MPI_Type_create_hindexed(pieces, len, disp, MPI_BYTE, type);
+    MPI_Type_commit(type);
+    free(len);
+    free(disp);
+    *addr = MPI_BOTTOM;
+    *count = 1;
+    return 0;
+}
+
+/* ---- sending ---------------------------------------------------------------- */
+
+static void put_trailer(pm__wbuf_t *b, int tag, int mode, uint64_t bytes, uint64_t frag)
+{
+    pm__wbuf_i32(b, tag);
+    pm__wbuf_i32(b, mode);
+    pm__wbuf_u64(b, bytes);
+    pm__wbuf_u64(b, frag);
+    unsigned char one = 1;
+    pm__wbuf_put(b, &one, 1);
+}
+
+static pm__out_t *frag_out(pm__bulk_out_t *bo, uint32_t k)
+{
+    pm__out_t *o = calloc(1, sizeof *o);
+    if (o == NULL) {
+        pm__error("out of memory queueing a payload to host %d; aborting the job", bo->dest);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    o->dest = bo->dest;
+    o->tag = bo->tag;
+    o->on_bulk = true;
+    o->bo = bo;
+    o->frag = k;
+    o->type = MPI_BYTE;
+    return o;
+}
+
+/* The control message of a payload: its header, mode and trailer. */
+static pm__out_t *header_out(pm__bulk_out_t *bo)
+{
+    put_trailer(&bo->hdr, bo->tag, bo->mode, bo->bytes, bo->frag);
+    pm__out_t *o = pm__tx_control(bo->dest, bo->ctag, &bo->hdr);
+    o->bo = bo;
+    o->frag = UINT32_MAX;
+    return o;
+}
+
+/* Queues the header and every raw fragment (sent from the segments). */
+static void send_raw(pm__bulk_out_t *bo)
+{
+    bo->mode = MODE_RAW;
+    bo->frag = PM__RAW_FRAG;
+    bo->nfrag = (uint32_t)((bo->bytes + bo->frag - 1) / bo->frag);
+    bo->pending = 1 + bo->nfrag;
+    bo->wire = bo->bytes;
+    pm__out_t *first = header_out(bo), *last = first;
+    for (uint32_t k = 0; k < bo->nfrag; k++) {
+        pm__out_t *o = frag_out(bo, k);
+        last->next = o;
+        last = o;
+    }
+    pm__tx_queue(first, last);
+}
+
+static int next_tag(int dest)
+{
+    pthread_mutex_lock(&B.lock);
+    int tag = B.next_tag[dest];
+    B.next_tag[dest] = tag >= B.tag_ub ? 1 : tag + 1;
+    pthread_mutex_unlock(&B.lock);
+    return tag;
+}
+
+void pm__comm_send_bulk(int dest, int tag, pm__wbuf_t *hdr, const pm__seg_t *segs, int nseg,
+                        unsigned flags, pm__bulk_done_fn done, void *arg)
+{
+    uint64_t bytes = segs_total(segs, nseg);
+    if (bytes <= PM__INLINE_MAX) {
+        pm__wbuf_t *b = hdr;
+        unsigned char *at = pm__wbuf_reserve(b, bytes);
+        if (at != NULL)
+            stream_copy_out(segs, nseg, 0, at, bytes);
+        put_trailer(b, 0, MODE_INLINE, bytes, 0);
+        pm__out_t *o = pm__tx_control(dest, tag, b);
+        pm__tx_queue(o, o);
+        if (done != NULL)
+            done(arg, 0, bytes, bytes); /* the bytes are in the message: the segments are free */
+        return;
+    }
+    pm__bulk_out_t *bo = calloc(1, sizeof *bo);
+    pm__seg_t *copy = segs_copy(segs, nseg);
+    if (bo == NULL || copy == NULL) {
+        pm__error("out of memory queueing a payload to host %d; aborting the job", dest);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    *bo = (pm__bulk_out_t){.dest = dest, .tag = next_tag(dest), .flags = flags, .hdr = *hdr,
+                           .segs = copy, .nseg = nseg, .bytes = bytes, .done = done, .arg = arg};
+    *hdr = (pm__wbuf_t){0};
+    bo->ctag = tag;
+    if (!(flags & (PM__BULK_ZLIB | PM__BULK_ZLIB_AUTO)) || bytes < PM__ZMIN) {
+        send_raw(bo);
+        return;
+    }
+    atomic_fetch_add(&B.codec_jobs, 1);
+    pthread_mutex_lock(&B.lock);
+    if (B.qtail)
+        B.qtail->next = bo;
+    else
+        B.qhead = bo;
+    B.qtail = bo;
+    pthread_cond_signal(&B.cv);
+    pthread_mutex_unlock(&B.lock);
+}
+
+void pm__bulk_frag_prepare(pm__out_t *o)
+{
+    pm__bulk_out_t *bo = o->bo;
+    uint64_t lo = (uint64_t)o->frag * bo->frag;
+    uint64_t n = bo->bytes - lo < bo->frag ? bo->bytes - lo : bo->frag;
+    void *addr;
+    int count;
+    if (stream_type(bo->segs, bo->nseg, lo, n, &addr, &count, &o->type) != 0) {
+        pm__error("out of memory describing a payload to host %d; aborting the job", bo->dest);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    o->addr = addr;
+    o->count = (uint64_t)count;
+}
+
+void pm__bulk_frag_sent(pm__out_t *o)
+{
+    pm__bulk_out_t *bo = o->bo;
+    if (bo->mode == MODE_ZLIB && o->frag != UINT32_MAX) {
+        bo->wire += o->count;
+        atomic_fetch_sub(&B.ahead, o->count);
+        pthread_mutex_lock(&B.lock);
+        pthread_cond_signal(&B.room);
+        pthread_mutex_unlock(&B.lock);
+    }
+    if (--bo->pending > 0)
+        return;
+    if (bo->done != NULL)
+        bo->done(bo->arg, 0, bo->bytes, bo->wire);
+    free(bo->segs);
+    free(bo);
+}
+
+/* ---- the codec thread ------------------------------------------------------- */
+
+static bool sample_shrinks(const pm__bulk_out_t *bo)
+{
+    uint64_t sn = bo->bytes < PM__ZSAMPLE ? bo->bytes : PM__ZSAMPLE;
+    unsigned char *raw = malloc(sn);
+    uLongf zn = compressBound(sn);
+    unsigned char *z = malloc(zn);
+    bool pays = false;
+    if (raw != NULL && z != NULL) {
+        stream_copy_out(bo->segs, bo->nseg, 0, raw, sn);
+        pays = compress2(z, &zn, raw, sn, 1) == Z_OK && zn < PM__ZGAIN * sn;
+    }
+    free(raw);
+    free(z);
+    return pays;
+}
+
+/* Fragment k deflated into a new buffer: a flag byte, then the bytes. */
+static unsigned char *deflate_frag(const pm__bulk_out_t *bo, uint32_t k, uint64_t *out_n)
+{
+    uint64_t lo = (uint64_t)k * bo->frag;
+    uint64_t n = bo->bytes - lo < bo->frag ? bo->bytes - lo : bo->frag;
+    uLong cap = compressBound(n);
+    unsigned char *buf = malloc(1 + (cap > n ? cap : n));
+    if (buf == NULL)
+        return NULL;
+    z_stream z = {0};
+    bool ok = deflateInit(&z, 1) == Z_OK;
+    walk_t w = walk_at(bo->segs, bo->nseg, lo, n);
+    unsigned char *p;
+    uint64_t len;
+    z.next_out = buf + 1;
+    z.avail_out = (uInt)cap;
+    while (ok && walk_next(&w, &p, &len)) {
+        z.next_in = p;
+        z.avail_in = (uInt)len;
+        ok = deflate(&z, w.left == 0 ? Z_FINISH : Z_NO_FLUSH) != Z_STREAM_ERROR;
+    }
+    if (ok && n == 0)
+        ok = deflate(&z, Z_FINISH) == Z_STREAM_END;
+    uint64_t zn = z.total_out;
+    deflateEnd(&z);
+    if (ok && zn < n) {
+        buf[0] = 1;
+        *out_n = 1 + zn;
+    } else {
+        buf[0] = 0;
+        stream_copy_out(bo->segs, bo->nseg, lo, buf + 1, n);
+        *out_n = 1 + n;
+    }
+    return buf;
+}
+
+static void send_zlib(pm__bulk_out_t *bo)
+{
+    bo->mode = MODE_ZLIB;
+    bo->frag = PM__ZFRAG;
+    bo->nfrag = (uint32_t)((bo->bytes + bo->frag - 1) / bo->frag);
+    bo->pending = 1 + bo->nfrag;
+    uint32_t nfrag = bo->nfrag;
+    pm__out_t *h = header_out(bo);
+    pm__tx_queue(h, h);
+    for (uint32_t k = 0; k < nfrag; k++) {
+        pthread_mutex_lock(&B.lock);
+        while (atomic_load(&B.ahead) > PM__CODEC_AHEAD && !B.stop)
+            pthread_cond_wait(&B.room, &B.lock);
+        pthread_mutex_unlock(&B.lock);
+        uint64_t zn = 0;
+        unsigned char *z = deflate_frag(bo, k, &zn);
+        if (z == NULL) {
+            pm__error("out of memory compressing a payload to host %d; aborting the job", bo->dest);
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+        pm__out_t *o = frag_out(bo, k);
+        o->owned = z;
+        o->addr = z;
+        o->count = zn;
+        atomic_fetch_add(&B.ahead, zn);
+        /* The comm thread adds up the wire bytes; after the last fragment
+         * is queued, bo belongs to it. */
+        pm__tx_queue(o, o);
+    }
+}
+
+static void *codec_main(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&B.lock);
+    for (;;) {
+        while (B.qhead == NULL && !B.stop)
+            pthread_cond_wait(&B.cv, &B.lock);
+        if (B.qhead == NULL)
+            break;
+        pm__bulk_out_t *bo = B.qhead;
+        B.qhead = bo->next;
+        if (B.qhead == NULL)
+            B.qtail = NULL;
+        pthread_mutex_unlock(&B.lock);
+        if ((bo->flags & PM__BULK_ZLIB) || sample_shrinks(bo))
+            send_zlib(bo);
+        else
+            send_raw(bo);
+        atomic_fetch_sub(&B.codec_jobs, 1);
+        pthread_mutex_lock(&B.lock);
+    }
+    pthread_mutex_unlock(&B.lock);
+    return NULL;
+}
+
+/* ---- receiving -------------------------------------------------------------- */
+
+int pm__bulk_take_trailer(pm__rbuf_t *r, int src)
+{
+    r->bulk = NULL;
+    if (r->n < 1)
+        return PM_EINVAL;
+    if (r->p[r->n - 1] == 0) {
+        r->n -= 1;
+        return 0;
+    }
+    if (r->n < TRAILER)
+        return PM_EINVAL;
+    pm__rbuf_t t = {.p = r->p + r->n - TRAILER, .n = TRAILER};
+    pm__bulk_in_t *bi = calloc(1, sizeof *bi);
+    if (bi == NULL)
+        return PM_ENOMEM;
+    bi->src = src;
+    bi->tag = pm__rbuf_i32(&t);
+    bi->mode = pm__rbuf_i32(&t);
+    bi->bytes = pm__rbuf_u64(&t);
+    bi->frag = pm__rbuf_u64(&t);
+    r->n -= TRAILER;
+    if (bi->mode == MODE_INLINE) {
+        if (bi->bytes > r->n) {
+            free(bi);
+            return PM_EINVAL;
+        }
+        r->n -= bi->bytes;
+        bi->inline_data = r->p + r->n;
+    } else if ((bi->mode != MODE_RAW && bi->mode != MODE_ZLIB) || bi->frag == 0 ||
+               bi->frag > PM__RAW_FRAG) {
+        free(bi);
+        return PM_EINVAL;
+    } else {
+        bi->nfrag = (uint32_t)((bi->bytes + bi->frag - 1) / bi->frag);
+    }
+    r->bulk = bi;
+    return 0;
+}
+
+uint64_t pm__comm_bulk_bytes(const pm__rbuf_t *m)
+{
+    return m->bulk != NULL ? m->bulk->bytes : 0;
+}
+
+static void bulk_in_free(pm__bulk_in_t *bi)
+{
+    free(bi->segs);
+    free(bi->scratch);
+    free(bi->reqs);
+    free(bi->types);
+    free(bi->zbuf);
+    free(bi);
+}
+
+static void landed(pm__bulk_in_t *bi)
+{
+    if (bi->status == 0 && bi->bytes >= 65536 && bi->mode != MODE_INLINE) {
+        double s = pm__now() - bi->t0;
+        if (s > 0) {
+            uint64_t rate = (uint64_t)((double)bi->bytes / s), old = atomic_load(&B.rate[bi->src]);
+            atomic_store(&B.rate[bi->src], old ? (old + rate) / 2 : rate);
+        }
+    }
+    if (bi->done != NULL)
+        bi->done(bi->arg, bi->status, bi->bytes, bi->mode == MODE_RAW ? bi->bytes : bi->wire);
+    bulk_in_free(bi);
+}
+
+/* Posts the receives of every raw fragment. */
+static int post_raw(pm__bulk_in_t *bi)
+{
+    bi->reqs = calloc(bi->nfrag ? bi->nfrag : 1, sizeof *bi->reqs);
+    bi->types = calloc(bi->nfrag ? bi->nfrag : 1, sizeof *bi->types);
+    if (bi->reqs == NULL || bi->types == NULL)
+        return PM_ENOMEM;
+    for (uint32_t k = 0; k < bi->nfrag; k++) {
+        uint64_t lo = (uint64_t)k * bi->frag;
+        uint64_t n = bi->bytes - lo < bi->frag ? bi->bytes - lo : bi->frag;
+        void *addr;
+        int count;
+        int rc = stream_type(bi->segs, bi->nseg, lo, n, &addr, &count, &bi->types[k]);
+        if (rc != 0) {
+            pm__error("out of memory receiving a payload from host %d; aborting the job", bi->src);
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+        MPI_Irecv(addr, count, bi->types[k], bi->src, bi->tag, pm__bulk_comm, &bi->reqs[k]);
+    }
+    return 0;
+}
+
+void pm__comm_recv_bulk(pm__rbuf_t *m, const pm__seg_t *segs, int nseg, pm__bulk_done_fn done, void *arg)
+{
+    pm__bulk_in_t *bi = m->bulk;
+    if (bi == NULL || bi->claimed) {
+        if (done != NULL)
+            done(arg, PM_EINVAL, 0, 0);
+        return;
+    }
+    bi->claimed = true;
+    bi->done = done;
+    bi->arg = arg;
+    bi->t0 = pm__now();
+    if (segs == NULL || segs_total(segs, nseg) != bi->bytes) {
+        /* The payload must still be taken off the wire: into scratch. */
+        if (segs != NULL || done != NULL)
+            bi->status = PM_EINVAL;
+        uint64_t cap = bi->mode == MODE_INLINE ? 0 : bi->bytes < bi->frag ? bi->bytes : bi->frag;
+        bi->scratch = malloc(cap ? cap : 1);
+        bi->segs = malloc(sizeof *bi->segs * (bi->nfrag ? bi->nfrag : 1));
+        if (bi->scratch == NULL || bi->segs == NULL) {
+            pm__error("out of memory dropping a payload from host %d; aborting the job", bi->src);
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+        /* Every fragment lands on the same scratch bytes. */
+        for (uint32_t k = 0; k < bi->nfrag; k++) {
+            uint64_t lo = (uint64_t)k * bi->frag;
+            bi->segs[k] = (pm__seg_t){bi->scratch, bi->bytes - lo < bi->frag ? bi->bytes - lo : bi->frag};
+        }
+        bi->nseg = (int)bi->nfrag;
+    } else {
+        bi->segs = segs_copy(segs, nseg);
+        bi->nseg = nseg;
+        if (bi->segs == NULL) {
+            pm__error("out of memory receiving a payload from host %d; aborting the job", bi->src);
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+    }
+    if (bi->mode == MODE_INLINE) {
+        if (bi->status == 0)
+            stream_copy_in(bi->segs, bi->nseg, 0, bi->inline_data, bi->bytes);
+        bi->wire = bi->bytes;
+        landed(bi);
+        m->bulk = NULL;
+        return;
+    }
+    m->bulk = NULL;
+    if (bi->mode == MODE_RAW && post_raw(bi) != 0) {
+        pm__error("out of memory receiving a payload from host %d; aborting the job", bi->src);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    bi->next = B.in;
+    B.in = bi;
+}
+
+void pm__bulk_after_handler(pm__rbuf_t *r)
+{
+    if (r->bulk != NULL)
+        pm__comm_recv_bulk(r, NULL, 0, NULL, NULL);
+    r->bulk = NULL;
+}
+
+/* Inflates a received zlib fragment into the stream at its place. */
+static int land_zfrag(pm__bulk_in_t *bi)
+{
+    uint64_t lo = (uint64_t)bi->next_frag * bi->frag;
+    uint64_t n = bi->bytes - lo < bi->frag ? bi->bytes - lo : bi->frag;
+    bool scratch = bi->scratch != NULL;
+    if (scratch)
+        lo = 0; /* each scratch segment is one fragment */
+    const pm__seg_t *segs = scratch ? &bi->segs[bi->next_frag] : bi->segs;
+    int nseg = scratch ? 1 : bi->nseg;
+    if (bi->zcount < 1)
+        return PM_EINVAL;
+    if (bi->zbuf[0] == 0) {
+        if ((uint64_t)bi->zcount - 1 != n)
+            return PM_EINVAL;
+        stream_copy_in(segs, nseg, lo, bi->zbuf + 1, n);
+        return 0;
+    }
+    z_stream z = {0};
+    if (inflateInit(&z) != Z_OK)
+        return PM_ENOMEM;
+    z.next_in = bi->zbuf + 1;
+    z.avail_in = (uInt)(bi->zcount - 1);
+    walk_t w = walk_at(segs, nseg, lo, n);
+    unsigned char *p;
+    uint64_t len;
+    int zr = Z_OK;
+    while (zr == Z_OK && walk_next(&w, &p, &len)) {
+        z.next_out = p;
+        z.avail_out = (uInt)len;
+        zr = inflate(&z, Z_NO_FLUSH);
+        if (zr == Z_OK && z.avail_out != 0)
+            zr = Z_DATA_ERROR;
+    }
+    bool ok = (zr == Z_STREAM_END || (zr == Z_OK && inflate(&z, Z_FINISH) == Z_STREAM_END)) &&
+              z.total_out == n;
+    inflateEnd(&z);
+    return ok ? 0 : PM_EINVAL;
+}
+
+/* One step of a zlib payload: probe, receive or inflate its next fragment. */
+static int zlib_step(pm__bulk_in_t *bi)
+{
+    if (!bi->zposted) {
+        int flag = 0;
+        MPI_Message msg;
+        MPI_Status st;
+        MPI_Improbe(bi->src, bi->tag, pm__bulk_comm, &flag, &msg, &st);
+        if (!flag)
+            return 0;
+        MPI_Get_count(&st, MPI_BYTE, &bi->zcount);
+        free(bi->zbuf);
+        bi->zbuf = malloc(bi->zcount > 0 ? (size_t)bi->zcount : 1);
+        if (bi->zbuf == NULL) {
+            pm__error("out of memory receiving a payload from host %d; aborting the job", bi->src);
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+        MPI_Imrecv(bi->zbuf, bi->zcount, MPI_BYTE, &msg, &bi->zreq);
+        bi->zposted = true;
+    }
+    int done = 0;
+    MPI_Test(&bi->zreq, &done, MPI_STATUS_IGNORE);
+    if (!done)
+        return 0;
+    bi->zposted = false;
+    bi->wire += (uint64_t)bi->zcount;
+    int rc = land_zfrag(bi);
+    if (rc != 0 && bi->status == 0)
+        bi->status = rc;
+    bi->next_frag++;
+    return 1;
+}
+
+int pm__bulk_progress(void)
+{
+    int work = 0;
+    for (pm__bulk_in_t **pp = &B.in; *pp != NULL;) {
+        pm__bulk_in_t *bi = *pp;
+        if (bi->mode == MODE_RAW) {
+            int flag = 0;
+            MPI_Testall((int)bi->nfrag, bi->reqs, &flag, MPI_STATUSES_IGNORE);
+            if (flag) {
+                for (uint32_t k = 0; k < bi->nfrag; k++)
+                    if (bi->types[k] != MPI_BYTE)
+                        MPI_Type_free(&bi->types[k]);
+                bi->next_frag = bi->nfrag;
+            }
+        } else {
+            while (bi->next_frag < bi->nfrag && zlib_step(bi))
+                work++;
+        }
+        if (bi->next_frag < bi->nfrag) {
+            pp = &bi->next;
+            continue;
+        }
+        *pp = bi->next;
+        landed(bi);
+        work++;
+    }
+    return work;
+}
+
+bool pm__bulk_busy(void)
+{
+    return B.in != NULL || atomic_load(&B.codec_jobs) > 0;
+}
+
+double pm__comm_rate(int host)
+{
+    if (B.rate == NULL || host < 0 || host >= pm__rt.nhosts)
+        return 0;
+    return (double)atomic_load(&B.rate[host]);
+}
+
+/* ---- start and stop ------------------------------------------------------- */
+
+int pm__bulk_start(void)
+{
+    int n = pm__rt.nhosts, flag = 0;
+    void *ub = NULL;
+    MPI_Comm_get_attr(pm__bulk_comm, MPI_TAG_UB, &ub, &flag);
+    B.tag_ub = flag && ub != NULL ? *(int *)ub : 32767;
+    B.next_tag = calloc((size_t)n, sizeof *B.next_tag);
+    B.rate = calloc((size_t)n, sizeof *B.rate);
+    if (B.next_tag == NULL || B.rate == NULL)
+        return PM__FAIL(PM_ENOMEM, "pm_init: out of memory for the transport");
+    for (int h = 0; h < n; h++)
+        B.next_tag[h] = 1;
+    pthread_mutex_init(&B.lock, NULL);
+    pthread_cond_init(&B.cv, NULL);
+    pthread_cond_init(&B.room, NULL);
+    if (pthread_create(&B.codec, NULL, codec_main, NULL) != 0)
+        return PM__FAIL(PM_ENOMEM, "pm_init: cannot start the codec thread");
+    pthread_setname_np(B.codec, "pmlib-codec");
+    B.started = 1;
+    return 0;
+}
+
+void pm__bulk_stop(void)
+{
+    if (B.started) {
+        pthread_mutex_lock(&B.lock);
+        B.stop = 1;
+        pthread_cond_broadcast(&B.cv);
+        pthread_cond_broadcast(&B.room);
+        pthread_mutex_unlock(&B.lock);
+        pthread_join(B.codec, NULL);
+        pthread_mutex_destroy(&B.lock);
+        pthread_cond_destroy(&B.cv);
+        pthread_cond_destroy(&B.room);
+    }
+    while (B.in != NULL) {
+        pm__bulk_in_t *bi = B.in;
+        B.in = bi->next;
+        bulk_in_free(bi);
+    }
+    free(B.next_tag);
+    free(B.rate);
+    memset(&B, 0, sizeof B);
+}
