@@ -12,6 +12,8 @@
  *           thread while earlier ones are on the wire, and inflated by the
  *           receiver straight into its segments. A byte before each
  *           fragment says whether it shrank (1) or travels raw (0).
+ *           Payloads of several pieces (strided rows) go the same way
+ *           uncompressed, packed in fragments of PM__PFRAG.
  * Each payload has its own tag on the payload communicator (a counter per
  * destination), so its fragments match only its receives.
  */
@@ -25,6 +27,10 @@
 #define PM__INLINE_MAX (16 * 1024)
 #define PM__RAW_FRAG ((uint64_t)1 << 30)
 #define PM__ZFRAG ((uint64_t)1 << 20)
+/* Payloads of several pieces are packed by the codec thread into fragments
+ * of this size: MPI moves a contiguous message in one copy, while a
+ * scattered one crawls through its pipelined protocol. */
+#define PM__PFRAG ((uint64_t)4 << 20)
 /* The codec stays at most this far ahead of the wire. */
 #define PM__CODEC_AHEAD ((uint64_t)64 << 20)
 /* The automatic mode compresses when a sample shrinks below this fraction. */
@@ -292,7 +298,10 @@ void pm__comm_send_bulk(int dest, int tag, pm__wbuf_t *hdr, const pm__seg_t *seg
                            .segs = copy, .nseg = nseg, .bytes = bytes, .done = done, .arg = arg};
     *hdr = (pm__wbuf_t){0};
     bo->ctag = tag;
-    if (!(flags & (PM__BULK_ZLIB | PM__BULK_ZLIB_AUTO)) || bytes < PM__ZMIN) {
+    int pieces = 0;
+    for (int i = 0; i < nseg && pieces < 2; i++)
+        pieces += segs[i].n > 0;
+    if ((!(flags & (PM__BULK_ZLIB | PM__BULK_ZLIB_AUTO)) || bytes < PM__ZMIN) && pieces < 2) {
         send_raw(bo);
         return;
     }
@@ -326,7 +335,7 @@ void pm__bulk_frag_sent(pm__out_t *o)
 {
     pm__bulk_out_t *bo = o->bo;
     if (bo->mode == MODE_ZLIB && o->frag != UINT32_MAX) {
-        bo->wire += o->count;
+        bo->wire += o->count - 1; /* the flag byte is framing */
         atomic_fetch_sub(&B.ahead, o->count);
         pthread_mutex_lock(&B.lock);
         pthread_cond_signal(&B.room);
@@ -359,14 +368,20 @@ static bool sample_shrinks(const pm__bulk_out_t *bo)
 }
 
 /* Fragment k deflated into a new buffer: a flag byte, then the bytes. */
-static unsigned char *deflate_frag(const pm__bulk_out_t *bo, uint32_t k, uint64_t *out_n)
+static unsigned char *deflate_frag(const pm__bulk_out_t *bo, uint32_t k, bool zip, uint64_t *out_n)
 {
     uint64_t lo = (uint64_t)k * bo->frag;
     uint64_t n = bo->bytes - lo < bo->frag ? bo->bytes - lo : bo->frag;
-    uLong cap = compressBound(n);
+    uLong cap = zip ? compressBound(n) : 0;
     unsigned char *buf = malloc(1 + (cap > n ? cap : n));
     if (buf == NULL)
         return NULL;
+    if (!zip) {
+        buf[0] = 0;
+        stream_copy_out(bo->segs, bo->nseg, lo, buf + 1, n);
+        *out_n = 1 + n;
+        return buf;
+    }
     z_stream z = {0};
     bool ok = deflateInit(&z, 1) == Z_OK;
     walk_t w = walk_at(bo->segs, bo->nseg, lo, n);
@@ -394,10 +409,11 @@ static unsigned char *deflate_frag(const pm__bulk_out_t *bo, uint32_t k, uint64_
     return buf;
 }
 
-static void send_zlib(pm__bulk_out_t *bo)
+/* Fragments deflated (zip) or packed, each sent while the next is made. */
+static void send_zlib(pm__bulk_out_t *bo, bool zip)
 {
     bo->mode = MODE_ZLIB;
-    bo->frag = PM__ZFRAG;
+    bo->frag = zip ? PM__ZFRAG : PM__PFRAG;
     bo->nfrag = (uint32_t)((bo->bytes + bo->frag - 1) / bo->frag);
     bo->pending = 1 + bo->nfrag;
     uint32_t nfrag = bo->nfrag;
@@ -409,7 +425,7 @@ static void send_zlib(pm__bulk_out_t *bo)
             pthread_cond_wait(&B.room, &B.lock);
         pthread_mutex_unlock(&B.lock);
         uint64_t zn = 0;
-        unsigned char *z = deflate_frag(bo, k, &zn);
+        unsigned char *z = deflate_frag(bo, k, zip, &zn);
         if (z == NULL) {
             pm__error("out of memory compressing a payload to host %d; aborting the job", bo->dest);
             MPI_Abort(MPI_COMM_WORLD, 1);
@@ -439,8 +455,11 @@ static void *codec_main(void *arg)
         if (B.qhead == NULL)
             B.qtail = NULL;
         pthread_mutex_unlock(&B.lock);
-        if ((bo->flags & PM__BULK_ZLIB) || sample_shrinks(bo))
-            send_zlib(bo);
+        bool zip = bo->bytes >= PM__ZMIN &&
+                   ((bo->flags & PM__BULK_ZLIB) || ((bo->flags & PM__BULK_ZLIB_AUTO) && sample_shrinks(bo)));
+        bool pieces = bo->nseg > 1;
+        if (zip || pieces)
+            send_zlib(bo, zip);
         else
             send_raw(bo);
         atomic_fetch_sub(&B.codec_jobs, 1);
@@ -481,7 +500,7 @@ int pm__bulk_take_trailer(pm__rbuf_t *r, int src)
         r->n -= bi->bytes;
         bi->inline_data = r->p + r->n;
     } else if ((bi->mode != MODE_RAW && bi->mode != MODE_ZLIB) || bi->frag == 0 ||
-               bi->frag > PM__RAW_FRAG) {
+               bi->frag > PM__RAW_FRAG || (bi->mode == MODE_ZLIB && bi->frag > PM__PFRAG)) {
         free(bi);
         return PM_EINVAL;
     } else {
@@ -668,7 +687,7 @@ static int zlib_step(pm__bulk_in_t *bi)
     if (!done)
         return 0;
     bi->zposted = false;
-    bi->wire += (uint64_t)bi->zcount;
+    bi->wire += (uint64_t)bi->zcount - 1; /* the flag byte is framing */
     int rc = land_zfrag(bi);
     if (rc != 0 && bi->status == 0)
         bi->status = rc;

@@ -42,6 +42,7 @@ static struct {
     double last_beat;
     double host_timeout;
     double spin; /* seconds of polling before the first nap */
+    bool oversubscribed; /* fewer cores than busy threads of this machine's ranks */
 } C;
 
 static pm__handler_fn handlers[PM__TAG_LAST - PM__TAG_TASK] = {
@@ -320,23 +321,36 @@ static void heartbeat(void)
     }
 }
 
-/* Whether something the comm thread could progress, or is waiting for, is
- * in flight: then it polls without sleeping. */
-static bool must_poll(void)
+/* How long to nap after a round that did nothing (0: only yield the core).
+ * Bytes on the wire are progressed without a pause. A reply awaited or a
+ * task spanning hosts keeps the thread polling; while a task runs on a
+ * machine with fewer cores than pmlib's busy threads, it polls with naps of
+ * microseconds, so as not to take the cores of the stubs. Otherwise, after
+ * the spell, naps grow to 1 ms. */
+static double nap_length(double idle)
 {
-    return C.nfl > 0 || pm__bulk_busy() || atomic_load(&C.expect) > 0 || atomic_load(&C.active) > 0;
+    if (C.nfl > 0 || pm__bulk_busy())
+        return 0;
+    bool crowded = C.oversubscribed && atomic_load(&C.active) > 0;
+    if (atomic_load(&C.expect) > 0)
+        return crowded ? 5e-6 : 0;
+    if (crowded)
+        return idle < 1e-3 ? 10e-6 : 50e-6;
+    if (idle < C.spin)
+        return 0;
+    if (atomic_load(&C.active) > 0)
+        return 20e-6;
+    return idle < C.spin + 0.001 ? 20e-6 : idle < C.spin + 0.01 ? 100e-6 : 1e-3;
 }
 
-/* Nothing in flight: naps ever longer (up to 1 ms) once the spell is over;
- * a queued send ends the nap at once. */
-static void nap(double idle_since)
+/* Naps (a queued send ends the nap at once) or yields the core. */
+static void nap(double idle)
 {
-    double idle = pm__now() - idle_since;
-    if (idle < C.spin) {
+    double s = nap_length(idle);
+    if (s <= 0) {
         sched_yield();
         return;
     }
-    double s = idle < C.spin + 0.001 ? 20e-6 : idle < C.spin + 0.01 ? 100e-6 : 1e-3;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     long ns = ts.tv_nsec + (long)(s * 1e9);
@@ -369,14 +383,10 @@ static void *comm_main(void *arg)
         pthread_mutex_unlock(&C.lock);
         if (stop && !sends_pending())
             break;
-        if (work) {
+        if (work)
             idle_since = pm__now();
-        } else if (must_poll()) {
-            idle_since = pm__now();
-            sched_yield();
-        } else {
-            nap(idle_since);
-        }
+        else
+            nap(pm__now() - idle_since);
     }
     return NULL;
 }
@@ -406,6 +416,8 @@ int pm__comm_start(const pm__host_info_t *me)
     const char *t = getenv("PMLIB_HOST_TIMEOUT");
     C.host_timeout = t && atof(t) > 0 ? atof(t) : 30.0;
     C.spin = (double)pm__env_uint("PMLIB_SPIN_US", "microseconds", 0, 10000000, 100) * 1e-6;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    C.oversubscribed = (long)pm__rt.local_size * (pm__rt.nstubs + 1) > cores;
     if (MPI_Comm_dup(MPI_COMM_WORLD, &pm__bulk_comm) != MPI_SUCCESS)
         return PM__FAIL(PM_EMPI, "pm_init: cannot make the communicator for payloads");
     int rc = pm__bulk_start();

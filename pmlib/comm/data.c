@@ -23,6 +23,11 @@ typedef struct pm__mirror {
     pm__memory_t mem; /* first, so a task's mems[] entry leads back here */
     pthread_mutex_t lock;
     pm__acc_t valid;
+    /* Strided reads that landed whole, kept as records: one per fetch, not
+     * one interval per row (thousands of rows would make every lookup and
+     * insert of `valid` crawl). */
+    pm__sub_t *rows;
+    uint32_t nrows, caprows;
     /* Contiguous ranges some stub has asked host 0 for and not yet received:
      * another stub needing them waits instead of asking again. */
     pm__range_t *inflight;
@@ -62,6 +67,7 @@ pm__memory_t *pm__data_mirror(uint64_t handle, size_t bytes, uint64_t version)
     pthread_mutex_lock(&mr->lock);
     if (mr->mem.version != version) {
         mr->valid.ncov = 0;
+        mr->nrows = 0;
         mr->mem.version = version;
     }
     pthread_mutex_unlock(&mr->lock);
@@ -72,6 +78,7 @@ static void mirror_free(pm__mirror_t *mr)
 {
     pthread_mutex_destroy(&mr->lock);
     pm__acc_free(&mr->valid);
+    free(mr->rows);
     free(mr->inflight);
     free(mr->mem.data);
     free(mr);
@@ -359,6 +366,32 @@ static int add_missing(recs_t *v, int m, pm__mirror_t *mr, uint64_t lo, uint64_t
     return rc;
 }
 
+/* Whether the mirror holds these strided rows (mirror locked). */
+static bool have_rows(const pm__mirror_t *mr, uint64_t offset, uint64_t block, uint64_t stride,
+                      uint64_t count)
+{
+    for (uint32_t i = 0; i < mr->nrows; i++) {
+        const pm__sub_t *r = &mr->rows[i];
+        if (r->offset == offset && r->block == block && r->stride == stride && r->count == count)
+            return true;
+    }
+    return pm__acc_covers_rows(&mr->valid, offset, block, stride, count);
+}
+
+static void add_rows(pm__mirror_t *mr, const rec_t *r)
+{
+    if (mr->nrows == mr->caprows) {
+        uint32_t cap = mr->caprows ? mr->caprows * 2 : 16;
+        pm__sub_t *n = realloc(mr->rows, cap * sizeof *n);
+        if (n == NULL)
+            return; /* only a lost shortcut: the rows are fetched again */
+        mr->rows = n;
+        mr->caprows = cap;
+    }
+    mr->rows[mr->nrows++] = (pm__sub_t){.offset = r->offset, .block = r->block, .stride = r->stride,
+                                        .count = r->count};
+}
+
 /* What chunk `chunk` reads and this host's mirrors lack; *wait when some of
  * it is on its way for another stub. */
 static int missing_reads(pm__task_t *t, uint64_t chunk, recs_t *out, bool *wait)
@@ -376,7 +409,7 @@ static int missing_reads(pm__task_t *t, uint64_t chunk, recs_t *out, bool *wait)
         }
         pm__mirror_t *mr = mirror_of(t->mems[r->mem]);
         pthread_mutex_lock(&mr->lock);
-        bool have = pm__acc_covers_rows(&mr->valid, r->offset, r->block, r->stride, r->count);
+        bool have = have_rows(mr, r->offset, r->block, r->stride, r->count);
         pthread_mutex_unlock(&mr->lock);
         if (!have)
             rc = recs_add(out, r->mem, r->offset, r->block, r->stride, r->count);
@@ -539,13 +572,16 @@ static void fill_mirrors(pm__fetch_t *f)
             pthread_mutex_unlock(&mr->lock);
             continue;
         }
-        for (uint64_t q = 0; q < r->count; q++, in += r->block) {
-            uint64_t lo = r->offset + q * r->stride;
-            if (!pm__acc_covers(&mr->valid, lo, lo + r->block)) {
-                memcpy(base + lo, in, r->block);
-                pm__acc_cover(&mr->valid, lo, lo + r->block);
+        /* Rows already valid may be in use by a running subtask: leave them. */
+        if (!have_rows(mr, r->offset, r->block, r->stride, r->count)) {
+            for (uint64_t q = 0; q < r->count; q++) {
+                uint64_t lo = r->offset + q * r->stride;
+                if (!pm__acc_covers(&mr->valid, lo, lo + r->block))
+                    memcpy(base + lo, in + q * r->block, r->block);
             }
+            add_rows(mr, r);
         }
+        in += r->block * r->count;
         pthread_mutex_unlock(&mr->lock);
     }
 }

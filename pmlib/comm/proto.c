@@ -48,14 +48,19 @@ static void send_task(const pm__task_t *t, int h)
     pm__comm_send(h, PM__TAG_TASK, &b);
 }
 
+/* While a task spanning hosts runs, the comm thread polls without naps:
+ * requests for its data must be answered in microseconds. */
 void pm__proto_task_started(pm__task_t *t)
 {
+    pm__comm_active(1);
     for (int h = 1; h < pm__rt.nhosts; h++)
         send_task(t, h);
 }
 
 void pm__proto_task_finished(pm__task_t *t)
 {
+    if (atomic_load(&t->started))
+        pm__comm_active(-1);
     for (int h = 1; h < pm__rt.nhosts; h++) {
         pm__wbuf_t b = {0};
         pm__wbuf_u64(&b, t->seq);
@@ -86,6 +91,7 @@ typedef struct pending_msg {
 /* Tasks that arrive before this host serves (its program is still
  * registering callbacks) wait here; guarded by the runtime lock. */
 static pending_msg_t *pending_head, *pending_tail;
+static atomic_int npending; /* so the comm thread's poll takes no lock */
 
 static void send_nack(uint64_t seq, const char *why)
 {
@@ -179,6 +185,7 @@ static void start_remote_task(pm__rbuf_t *m)
         snprintf(why, sizeof why, "host %d could not set up the task (%s)", pm__rt.host, pm_strerror(rc));
         goto nack;
     }
+    pm__comm_active(1); /* until host 0 ends it */
     pthread_mutex_lock(&pm__rt.lock);
     t->state = PM__TASK_RUN;
     t->next_remote = pm__rt.remote_tasks;
@@ -217,6 +224,7 @@ void pm__proto_on_task(int src, pm__rbuf_t *m)
             else
                 pending_head = p;
             pending_tail = p;
+            atomic_fetch_add(&npending, 1);
         } else {
             free(p);
             free(copy);
@@ -238,10 +246,11 @@ void pm__proto_serve(void)
 /* Comm thread: starts the tasks that waited for this host to serve. */
 void pm__proto_poll(void)
 {
-    for (;;) {
+    while (atomic_load(&npending) > 0) {
         pthread_mutex_lock(&pm__rt.lock);
         pending_msg_t *p = pm__rt.serving ? pending_head : NULL;
         if (p != NULL) {
+            atomic_fetch_sub(&npending, 1);
             pending_head = p->next;
             if (pending_head == NULL)
                 pending_tail = NULL;
@@ -265,6 +274,7 @@ void pm__proto_free_pending(void)
         free(p);
     }
     pending_tail = NULL;
+    atomic_store(&npending, 0);
 }
 
 /* ---- host 0: a host cannot run a task ------------------------------------ */
@@ -767,6 +777,8 @@ void pm__proto_on_task_end(int src, pm__rbuf_t *m)
     pthread_mutex_unlock(&pm__rt.lock);
     if (status != 0)
         pm__error("task %llu failed: %s (%s)", (unsigned long long)seq, msg, pm_errname(status));
-    if (t != NULL)
+    if (t != NULL) {
+        pm__comm_active(-1);
         pm__task_destroy(t);
+    }
 }

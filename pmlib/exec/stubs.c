@@ -74,9 +74,29 @@ static void note_time(const pm__stub_t *s, pm__task_t *t, uint64_t k, double sec
         average_in(&t->cbs.hist->ns_per_subtask[s->ops->kind == PM_DEVICE_GPU], ns / n + 1);
 }
 
+/* Takes the chunk after the current one; on another host its inputs start
+ * coming at once, while the current chunk runs. */
+static bool take_next(pm__stub_t *s, pm__task_t *t, uint64_t *next, pm__fetch_t **fetch)
+{
+    bool more = t->policy->take(t, s->index, next);
+    if (!more) /* before the last report: the task may end with it */
+        atomic_store(&t->counts[s->index].active, 0);
+    if (more && t->remote) {
+        /* The remote host drains only once nothing is held. */
+        pthread_mutex_lock(&pm__rt.lock);
+        t->inprogress++;
+        pthread_mutex_unlock(&pm__rt.lock);
+        *fetch = pm__proto_prefetch(t, *next);
+    }
+    if (fetch != NULL && !(more && t->remote))
+        *fetch = NULL;
+    return more;
+}
+
 #if PMLIB_HAVE_CUDA
 /* A GPU stub's feed: the policy hands it chunks; each complete one is
- * counted as the loop below counts a chunk. */
+ * counted as the loop below counts a chunk. (On hosts other than 0 a GPU
+ * runs chunk by chunk, each one's inputs fetched while the one before runs.) */
 typedef struct gpu_feed {
     pm__chunk_feed_t base;
     pm__stub_t *s;
@@ -87,10 +107,7 @@ typedef struct gpu_feed {
 static bool feed_next(pm__chunk_feed_t *f, uint64_t *chunk)
 {
     gpu_feed_t *g = (gpu_feed_t *)f;
-    bool more = g->t->policy->take(g->t, g->s->index, chunk);
-    if (!more) /* before the last report: the task may end with it */
-        atomic_store(&g->t->counts[g->s->index].active, 0);
-    return more;
+    return take_next(g->s, g->t, chunk, NULL);
 }
 
 static void feed_done(pm__chunk_feed_t *f, uint64_t chunk, double since)
@@ -109,23 +126,6 @@ static void feed_done(pm__chunk_feed_t *f, uint64_t chunk, double since)
 }
 #endif
 
-/* Takes the chunk after the current one; on another host its inputs start
- * coming at once, while the current chunk runs. */
-static bool take_next(pm__stub_t *s, pm__task_t *t, uint64_t *next, pm__fetch_t **fetch)
-{
-    bool more = t->policy->take(t, s->index, next);
-    if (!more) /* before the last report: the task may end with it */
-        atomic_store(&t->counts[s->index].active, 0);
-    if (more && t->remote) {
-        /* The remote host drains only once nothing is held. */
-        pthread_mutex_lock(&pm__rt.lock);
-        t->inprogress++;
-        pthread_mutex_unlock(&pm__rt.lock);
-        *fetch = pm__proto_prefetch(t, *next);
-    }
-    return more;
-}
-
 static void run_loop(pm__stub_t *s, pm__task_t *t, uint64_t k)
 {
     atomic_store(&t->counts[s->index].active, 1);
@@ -139,14 +139,8 @@ static void run_loop(pm__stub_t *s, pm__task_t *t, uint64_t k)
         uint64_t next = 0;
         bool more;
         pm__fetch_t *next_fetch = NULL;
-        if (t->remote) {
-            int rc = pm__proto_before_chunk(t, k, fetch);
-            more = take_next(s, t, &next, &next_fetch);
-            if (rc == 0)
-                s->ops->run_chunk(s, t, k);
-        }
 #if PMLIB_HAVE_CUDA
-        else if (s->ops == &pm__cuda_ops && t->running == NULL) {
+        if (s->ops == &pm__cuda_ops && !t->remote && t->running == NULL) {
             /* One stream of chunks, so the GPU's pipeline never drains
              * between them; the feed reports each chunk. */
             gpu_feed_t f = {{feed_next, feed_done}, s, t, t0};
@@ -154,7 +148,12 @@ static void run_loop(pm__stub_t *s, pm__task_t *t, uint64_t k)
             return;
         }
 #endif
-        else {
+        if (t->remote) {
+            int rc = pm__proto_before_chunk(t, k, fetch);
+            more = take_next(s, t, &next, &next_fetch);
+            if (rc == 0)
+                s->ops->run_chunk(s, t, k);
+        } else {
             s->ops->run_chunk(s, t, k);
             more = false; /* taken below, after the chunk */
         }

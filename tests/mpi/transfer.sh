@@ -1,0 +1,32 @@
+#!/bin/sh
+# Large memories between 2 hosts: 384 MiB read in 40 MiB slices and copied
+# back, then a compressed variant, every word and checksum checked on
+# host 0. With enough free memory, also one subtask on host 1 reading and
+# writing back a 2.25 GiB memory (payloads over 2 GiB both ways); the
+# processes then hold several copies of it, hence the 10 GiB floor.
+. "$(dirname "$0")/mpi-common.sh"
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+
+echo "transfer on 2 hosts (limit 120 s)"
+mpi_run 120 2 "$top_builddir/tests/mpi/transfer" >"$log" 2>&1
+rc=$?
+cat "$log"
+[ $rc -ne 124 ] || fail "timed out after 120 s"
+[ $rc -eq 0 ] || fail "mpiexec exited $rc"
+grep -q TRANSFER-OK "$log" || fail "host 0 did not print TRANSFER-OK"
+
+avail_kb=$(awk '/^MemAvailable:/ { print $2 }' /proc/meminfo 2>/dev/null)
+if [ "${avail_kb:-0}" -lt $((10 * 1024 * 1024)) ]; then
+  echo "SKIP: transfer --huge needs 10 GiB of available memory, this machine has $((${avail_kb:-0} / 1024)) MiB"
+  echo "PASS"
+  exit 0
+fi
+echo "transfer --huge on 2 hosts (limit 120 s)"
+mpi_run 120 2 "$top_builddir/tests/mpi/transfer" --huge >"$log" 2>&1
+rc=$?
+cat "$log"
+[ $rc -ne 124 ] || fail "--huge timed out after 120 s"
+[ $rc -eq 0 ] || fail "--huge: mpiexec exited $rc"
+grep -q TRANSFER-HUGE-OK "$log" || fail "--huge: host 0 did not print TRANSFER-HUGE-OK"
+echo "PASS"
