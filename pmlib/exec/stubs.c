@@ -79,6 +79,8 @@ static void note_time(const pm__stub_t *s, pm__task_t *t, uint64_t k, double sec
 static bool take_next(pm__stub_t *s, pm__task_t *t, uint64_t *next, pm__fetch_t **fetch)
 {
     bool more = t->policy->take(t, s->index, next);
+    if (fetch != NULL) /* only hosts other than 0 fetch, and they pass one */
+        *fetch = NULL;
     if (!more) /* before the last report: the task may end with it */
         atomic_store(&t->counts[s->index].active, 0);
     if (more && t->remote) {
@@ -88,8 +90,6 @@ static bool take_next(pm__stub_t *s, pm__task_t *t, uint64_t *next, pm__fetch_t 
         pthread_mutex_unlock(&pm__rt.lock);
         *fetch = pm__proto_prefetch(t, *next);
     }
-    if (fetch != NULL && !(more && t->remote))
-        *fetch = NULL;
     return more;
 }
 
