@@ -74,7 +74,8 @@ PM_EXPORT const char *pm_version(void);
     X(ECUDA, -18, "CUDA error")                                               \
     X(EHOST, -19, "a host failed or left")                                    \
     X(ETIMEDOUT, -20, "timed out")                                            \
-    X(EINTERNAL, -21, "internal error in pmlib (please report it)")
+    X(EINTERNAL, -21, "internal error in pmlib (please report it)")          \
+    X(EDEADLK, -22, "the call would wait for itself (made from a callback)")
 
 /** Error codes; 0 (PM_OK) is success. */
 typedef enum pm_error {

@@ -443,6 +443,7 @@ static void send_zlib(pm__bulk_out_t *bo, bool zip)
 
 static void *codec_main(void *arg)
 {
+    pm__internal_thread = 1;
     (void)arg;
     pthread_mutex_lock(&B.lock);
     for (;;) {

@@ -367,6 +367,7 @@ static void nap(double idle)
 
 static void *comm_main(void *arg)
 {
+    pm__internal_thread = 1;
     (void)arg;
     /* Naps of tens of microseconds should last about that long. */
     prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);

@@ -185,22 +185,19 @@ static void start_remote_task(pm__rbuf_t *m)
         snprintf(why, sizeof why, "host %d could not set up the task (%s)", pm__rt.host, pm_strerror(rc));
         goto nack;
     }
-    pm__comm_active(1); /* until host 0 ends it */
     pthread_mutex_lock(&pm__rt.lock);
-    t->state = PM__TASK_RUN;
-    t->next_remote = pm__rt.remote_tasks;
-    pm__rt.remote_tasks = t;
-    if (pm__rt.active_tail != NULL)
-        pm__rt.active_tail->next = t;
-    else
-        pm__rt.active = t;
-    pm__rt.active_tail = t;
-    if (!runnable_here(t)) { /* nothing to run here: drained at once */
+    __atomic_store_n(&t->state, PM__TASK_RUN, __ATOMIC_RELEASE);
+    rc = pm__task_add_remote_locked(t);
+    if (rc == 0 && !runnable_here(t)) { /* nothing to run here: drained at once */
         t->drained = t->copies_done = 1;
         send_drained_locked(t);
     }
-    pthread_cond_broadcast(&pm__rt.work_cv);
     pthread_mutex_unlock(&pm__rt.lock);
+    if (rc != 0) {
+        snprintf(why, sizeof why, "host %d could not set up the task (%s)", pm__rt.host, pm_strerror(rc));
+        goto nack;
+    }
+    pm__comm_active(1); /* until host 0 ends it */
     return;
 nack:
     if (t != NULL)
@@ -442,7 +439,7 @@ void pm__proto_on_copy_reply(int src, pm__rbuf_t *m)
             uint64_t first, last;
             pm__chunk_span(t, chunk, &first, &last);
             t->copies += (int)(last - first);
-            pthread_cond_broadcast(&pm__rt.work_cv);
+            pm__task_ready_locked(t);
         } else {
             t->copy_tried++;
             ask_copy_locked(t);
@@ -484,7 +481,7 @@ void pm__proto_on_steal_reply(int src, pm__rbuf_t *m)
             pm__ranges_install(t, lo, hi);
             t->steal_tried = 0;
             atomic_fetch_add(&t->steals_remote, 1);
-            pthread_cond_broadcast(&pm__rt.work_cv);
+            pm__task_ready_locked(t);
         } else if (++t->steal_tried >= pm__rt.nhosts - 1) {
             drain_locked(t);
         } else {
@@ -711,18 +708,8 @@ static void send_drained_locked(pm__task_t *t)
     put_status(&b, t);
     pm__comm_send(0, PM__TAG_DRAINED, &b);
     t->drain_sent = 1;
-    /* No stub may find it again; it stays on the remote list until host 0 ends it. */
-    pm__task_t **pp = &pm__rt.active, *prev = NULL;
-    while (*pp != NULL && *pp != t) {
-        prev = *pp;
-        pp = &(*pp)->next;
-    }
-    if (*pp == t) {
-        *pp = t->next;
-        if (pm__rt.active_tail == t)
-            pm__rt.active_tail = prev;
-        t->next = NULL;
-    }
+    /* No stub may find it again; it stays known until host 0 ends it. */
+    pm__task_drop_remote_locked(t);
 }
 
 void pm__proto_on_drained(int src, pm__rbuf_t *m)
@@ -765,13 +752,11 @@ void pm__proto_on_task_end(int src, pm__rbuf_t *m)
     if (m->bad)
         return;
     pthread_mutex_lock(&pm__rt.lock);
-    pm__task_t **pp = &pm__rt.remote_tasks, *t = NULL;
-    while (*pp != NULL && (*pp)->seq != seq)
-        pp = &(*pp)->next_remote;
-    if (*pp != NULL) {
-        t = *pp;
-        *pp = t->next_remote;
-    }
+    pm__task_t *t = pm__task_find_locked(seq);
+    if (t != NULL && t->remote)
+        pm__task_forget_remote_locked(t);
+    else
+        t = NULL;
     if (status != 0 && pm__rt.first_failure == 0)
         pm__rt.first_failure = status;
     pthread_mutex_unlock(&pm__rt.lock);

@@ -67,6 +67,14 @@ void pm__handle_table_free(pm__handle_table_t *t);
 
 /* ---- memories (core/memory.c) ------------------------------------------ */
 
+struct pm__task;
+/* A task's place among the readers of one of its memories. */
+typedef struct pm__reader {
+    struct pm__task *task;
+    struct pm__reader *prev, *next;
+    bool linked;
+} pm__reader_t;
+
 typedef struct pm__memory {
     uint64_t handle;
     void *data;
@@ -74,6 +82,12 @@ typedef struct pm__memory {
     uint64_t version;
     int users; /* unfinished tasks naming this memory (runtime lock) */
     bool pinned; /* page-locked for the GPUs */
+    /* Dependencies (runtime lock): the last unfinished task that writes
+     * it, and the unfinished tasks that read it since that one was
+     * submitted. A new reader waits for the writer; a new writer waits for
+     * those readers, or for the writer when there are none. */
+    struct pm__task *last_writer;
+    pm__reader_t *readers;
 } pm__memory_t;
 
 /* Looks up a memory under the runtime lock; NULL if the handle is stale. */
@@ -145,6 +159,7 @@ typedef struct pm__stub_counts {
     uint64_t bytes_to_gpu, bytes_from_gpu, gpu_cache_hits;
     atomic_uint_fast64_t chunk_ns; /* running average time per chunk, read by others */
     atomic_int active;             /* may still take chunks of the task (left its run loop: 0) */
+    bool runnable;                 /* the stub may run the task (asked once per task) */
 } pm__stub_counts_t;
 
 /* Counters other hosts report when they drain. */
@@ -162,11 +177,20 @@ typedef struct pm__task {
     pm__memory_t *mems[PM_MAX_TASK_MEMORIES];
     int nred;                           /* reduced memories */
 
-    int state;   /* enum pm__task_state, runtime lock */
+    int state;   /* enum pm__task_state; written under the runtime lock */
     int ndeps;   /* unfinished earlier tasks it waits for */
     struct pm__task **dependents;
     int ndependents, cap_dependents;
-    struct pm__task *next; /* active list */
+    pm__reader_t readers[PM_MAX_TASK_MEMORIES]; /* among each memory's readers */
+    struct pm__task *next, *prev;       /* unfinished tasks, submit order */
+    struct pm__task *rnext[2], *rprev[2]; /* ready lists: [0] CPU, [1] GPU */
+    bool queued[2];
+    struct pm__task *hnext;  /* sequence number table */
+    int waiters;             /* threads in pm_task_wait on it (runtime lock) */
+    /* The device filter's answers, asked once per task and device. */
+    signed char filter_cpu; /* -1: not asked yet */
+    unsigned char nfilter_gpu;
+    struct { short major, minor; bool ok; } filter_gpu[8];
 
     uint64_t grain, nchunks;
     uint64_t lo, hi; /* this host's initial share of the chunks */
@@ -176,6 +200,7 @@ typedef struct pm__task {
     /* run phase */
     const struct pm__sched_policy *policy;
     struct pm__sched_state *sched;
+    void *sched_space; /* room for the policy's state, in the task's block */
     struct pm__reduce_tree *tree;
     /* Chunks not yet done plus remote hosts not yet drained; whoever takes
      * it to zero finishes the task (one counter, so no one reads the task
@@ -187,7 +212,6 @@ typedef struct pm__task {
     /* several hosts */
     bool remote;             /* run here on behalf of host 0 */
     uint64_t *host_lo, *host_hi; /* host 0: each host's initial share */
-    struct pm__task *next_remote; /* remote tasks until host 0 ends them */
     int inprogress;          /* rt lock: chunks held by this host's stubs (remote tasks) */
     int steal_pending, steal_victim, steal_tried, drained, drain_sent; /* rt lock */
     int copy_pending, copy_tried, copies_done, copies;                 /* rt lock */
@@ -220,7 +244,7 @@ typedef struct pm__task {
 static inline void pm__chunk_span(const pm__task_t *t, uint64_t chunk, uint64_t *first, uint64_t *last)
 {
     *first = chunk * t->grain;
-    *last = *first + t->grain < t->desc.subtasks ? *first + t->grain : t->desc.subtasks;
+    *last = t->desc.subtasks - *first > t->grain ? *first + t->grain : t->desc.subtasks;
 }
 
 /* Records a failure of subtask `id`; the lowest id's message is the one
@@ -238,8 +262,20 @@ void pm__task_done(pm__task_t *t, uint64_t n);
 int pm__task_create(const pm_task_desc_t *d, const pm__callbacks_t *cbs, pm__task_t **out);
 /* Remote tasks: look up by sequence number, free. */
 pm__task_t *pm__task_find_locked(uint64_t seq);
+/* Ready lists (runtime lock): a task with chunks stubs may take is on the
+ * list of each device kind that may run it; stubs look only there. */
+void pm__task_ready_locked(pm__task_t *t);
+void pm__task_unready_locked(pm__task_t *t);
+/* Other hosts: a task host 0 sent is added to the unfinished tasks and made
+ * ready; once drained it is taken off them (it stays known by sequence
+ * number until host 0 ends it). */
+int pm__task_add_remote_locked(pm__task_t *t);
+void pm__task_drop_remote_locked(pm__task_t *t);
+void pm__task_forget_remote_locked(pm__task_t *t);
 void pm__task_destroy(pm__task_t *t);
 void pm__task_free_all(void);
+/* Waits until host 0 has no unfinished task (runtime lock held). */
+void pm__task_wait_none_locked(void);
 
 /* ---- scheduling (sched/) ----------------------------------------------- */
 
@@ -250,6 +286,8 @@ typedef struct pm__sched_policy {
     int (*init)(pm__task_t *t, int nstubs);
     /* Next chunk for `stub`; false when this stub gets no more chunks. */
     bool (*take)(pm__task_t *t, int stub, uint64_t *chunk);
+    /* Chunks not yet handed out on this host (a snapshot). */
+    uint64_t (*left)(const pm__task_t *t);
     void (*fini)(pm__task_t *t);
 } pm__sched_policy_t;
 
@@ -378,26 +416,49 @@ typedef struct pm__runtime {
     pm__stub_t *stubs;
     pm_sched_t default_sched;
 
+    uint64_t spin_ns;         /* PMLIB_SPIN_US: how long idle threads poll */
+    bool crowded;             /* more busy threads than cores: yield while polling */
+
     pthread_mutex_t lock;     /* everything below */
     pthread_cond_t work_cv;   /* stubs wait for work */
     pthread_cond_t done_cv;   /* waiters wait for tasks */
     int shutdown;
     int serving, shutdown_received;
     int local_rank, local_size;
-    pm__task_t *active, *active_tail;
-    pm__task_t *remote_tasks;
+    pm__task_t *active, *active_tail; /* unfinished tasks, submit order */
+    int nactive_local;        /* host 0: unfinished submitted tasks */
+    int all_waiters;          /* threads waiting for every task to end */
+    pm__task_t *ready[2], *ready_tail[2];
+    int parked;               /* stubs asleep on work_cv */
+    atomic_uint_fast64_t work_gen; /* moves whenever work is added */
+    pm__task_t **byseq;       /* sequence number table, chained */
+    size_t nbyseq, byseq_cap;
     uint64_t next_seq;
     int first_failure;
     pm__handle_table_t memories, tasks;
 } pm__runtime_t;
 
+/* Set on threads pmlib starts (stubs, the comm thread): blocking calls made
+ * from callbacks running on them return PM_EDEADLK. */
+extern _Thread_local int pm__internal_thread;
+/* Polls `done` (an atomic flag or state) for up to PMLIB_SPIN_US before
+ * the caller sleeps; true if it became true. */
+bool pm__spin_until(bool (*done)(const void *arg), const void *arg);
+
 extern pm__runtime_t pm__rt;
 
-/* Checks pm_init was called; logs what to do otherwise. */
+/* Public calls count themselves inside pmlib while they run, so that
+ * pm_finalize can refuse to tear down under another thread. */
+int pm__enter(void);
+void pm__leave(int *entered);
+
+/* Checks pm_init was called (logs what to do otherwise) and counts the call
+ * inside pmlib until the enclosing block ends. A declaration: first in a
+ * block. */
 #define PM__CHECK_INIT(fn)                                                    \
-    do {                                                                      \
-        if (!pm__rt.initialized)                                              \
-            return PM__FAIL(PM_ENOTINIT, "%s called before pm_init; call pm_init(&argc, &argv) first", fn); \
-    } while (0)
+    __attribute__((cleanup(pm__leave))) int pm__entered = pm__enter();        \
+    if (!pm__entered)                                                         \
+        return PM__FAIL(PM_ENOTINIT, "%s called before pm_init (or after pm_finalize); "   \
+                        "call pm_init(&argc, &argv) first", fn)
 
 #endif /* PMLIB_CORE_INTERNAL_H */

@@ -10,6 +10,58 @@
 #include <unistd.h>
 
 pm__runtime_t pm__rt;
+_Thread_local int pm__internal_thread;
+
+/* The runtime's life: down, starting (pm_init runs), up, stopping
+ * (pm_finalize runs). Only `up` admits calls. */
+enum { LIFE_DOWN, LIFE_STARTING, LIFE_UP, LIFE_STOPPING };
+static atomic_int life;
+static atomic_int inside; /* public calls running now */
+
+int pm__enter(void)
+{
+    if (pm__internal_thread) /* a callback: pm_finalize waits for it anyway */
+        return atomic_load(&life) == LIFE_DOWN ? 0 : 2;
+    atomic_fetch_add(&inside, 1);
+    if (atomic_load(&life) == LIFE_UP)
+        return 1;
+    atomic_fetch_sub(&inside, 1);
+    return 0;
+}
+
+void pm__leave(int *entered)
+{
+    if (*entered == 1)
+        atomic_fetch_sub(&inside, 1);
+}
+
+static inline void pm__cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+bool pm__spin_until(bool (*done)(const void *arg), const void *arg)
+{
+    if (done(arg))
+        return true;
+    if (pm__rt.spin_ns == 0)
+        return false;
+    double until = pm__now() + (double)pm__rt.spin_ns * 1e-9;
+    for (unsigned i = 1;; i++) {
+        if (pm__rt.crowded)
+            sched_yield(); /* a thread with work may need this core */
+        else
+            pm__cpu_relax();
+        if (done(arg))
+            return true;
+        if ((i & 15) == 0 && pm__now() > until)
+            return false;
+    }
+}
 
 /* Cores this process may run on (its affinity mask, as taskset sets it). */
 static int online_cpus(void)
@@ -85,8 +137,13 @@ static int start_comm(void)
 
 int pm_init(int *argc, char ***argv)
 {
-    if (pm__rt.initialized)
+    int expect = LIFE_DOWN;
+    if (!atomic_compare_exchange_strong(&life, &expect, LIFE_STARTING)) {
+        pm__log_init();
+        if (expect == LIFE_STARTING)
+            return PM__FAIL(PM_EINIT, "pm_init called while another thread runs pm_init; call it once, from one thread");
         return PM__FAIL(PM_EINIT, "pm_init called twice; call it once per process (pm_finalize ends it)");
+    }
     pm__log_init();
     memset(&pm__rt, 0, sizeof pm__rt);
     int rc = pm__comm_init(argc, argv, &pm__rt.host, &pm__rt.nhosts, &pm__rt.local_rank,
@@ -97,6 +154,7 @@ int pm_init(int *argc, char ***argv)
     pm__rt.ncpu_set = getenv("PMLIB_NCPU") != NULL;
     warn_if_bound();
     pm__rt.default_sched = env_sched();
+    pm__rt.spin_ns = pm__env_uint("PMLIB_SPIN_US", "microseconds", 0, 10000000, 100) * 1000;
     pthread_mutex_init(&pm__rt.lock, NULL);
     pthread_cond_init(&pm__rt.work_cv, NULL);
     pthread_cond_init(&pm__rt.done_cv, NULL);
@@ -108,9 +166,14 @@ int pm_init(int *argc, char ***argv)
         pthread_cond_destroy(&pm__rt.work_cv);
         pthread_mutex_destroy(&pm__rt.lock);
         pm__comm_finalize();
+        atomic_store(&life, LIFE_DOWN);
         return rc;
     }
+    /* More busy threads than cores (stubs, the program's thread, other
+     * ranks here): pollers yield their core while they wait. */
+    pm__rt.crowded = (long)pm__rt.local_size * (pm__rt.nstubs + 1) > online_cpus();
     pm__rt.initialized = 1;
+    atomic_store(&life, LIFE_UP);
     pm__trace_init();
     pm__progress_start();
     pm__info("pmlib %s: host %d of %d, %d cpu and %d gpu stubs, %s scheduling", pm_version(),
@@ -121,12 +184,27 @@ int pm_init(int *argc, char ***argv)
 
 int pm_finalize(void)
 {
-    PM__CHECK_INIT("pm_finalize");
+    if (pm__internal_thread)
+        return PM__FAIL(PM_EDEADLK, "pm_finalize called from a callback; call it from the program's own thread "
+                        "after its tasks end");
+    int expect = LIFE_UP;
+    if (!atomic_compare_exchange_strong(&life, &expect, LIFE_STOPPING))
+        return PM__FAIL(PM_ENOTINIT, "pm_finalize called %s; call it once, after pm_init",
+                        expect == LIFE_STOPPING ? "while another thread runs pm_finalize"
+                        : expect == LIFE_STARTING ? "while pm_init runs" : "before pm_init (or twice)");
+    int others = atomic_load(&inside);
+    if (others > 0) {
+        atomic_store(&life, LIFE_UP);
+        return PM__FAIL(PM_EBUSY, "pm_finalize called while %d other call(s) run in other threads "
+                        "(pm_task_wait, pm_task_submit, ...); join those threads first", others);
+    }
+    /* From here the program's threads are refused; callbacks of the tasks
+     * still running (and, on other hosts, of host 0's tasks) are not. */
     if (pm__rt.host != 0)
         pm__proto_serve(); /* run host 0's tasks until it finalizes */
     pthread_mutex_lock(&pm__rt.lock);
-    while (pm__rt.host == 0 && pm__rt.active != NULL)
-        pthread_cond_wait(&pm__rt.done_cv, &pm__rt.lock);
+    if (pm__rt.host == 0)
+        pm__task_wait_none_locked();
     pthread_mutex_unlock(&pm__rt.lock);
     pm__progress_stop();
     pm__comm_shutdown();
@@ -141,6 +219,7 @@ int pm_finalize(void)
     pthread_cond_destroy(&pm__rt.work_cv);
     pthread_mutex_destroy(&pm__rt.lock);
     memset(&pm__rt, 0, sizeof pm__rt);
+    atomic_store(&life, LIFE_DOWN);
     return rc;
 }
 

@@ -11,10 +11,13 @@
 
 #include "exec/cuda.h"
 #include "reduce/ops.h"
+#include "sched/ranges.h"
 
 /* Chunks per task when the descriptor leaves the grain to pmlib: enough for
  * load balance on many stubs, few enough that hand-out costs nothing. */
 #define PM__AUTO_CHUNKS 4096
+/* Subtask ids and sums of counts stay far from wrapping. */
+#define PM__MAX_SUBTASKS (UINT64_C(1) << 62)
 
 size_t pm_type_size(pm_type_t type)
 {
@@ -92,6 +95,9 @@ static int check_desc(const pm_task_desc_t *d, const pm__callbacks_t **cbs)
                         "call pm_callbacks_register on every host before submitting", d->callbacks, pm__rt.host);
     if (d->subtasks == 0)
         return PM__FAIL(PM_EINVAL, "pm_task_submit: a task needs at least one subtask (desc->subtasks is 0)");
+    if (d->subtasks > PM__MAX_SUBTASKS)
+        return PM__FAIL(PM_ERANGE, "pm_task_submit: desc->subtasks is %llu; a task has at most 2^62 subtasks, "
+                        "split the work into several tasks", (unsigned long long)d->subtasks);
     if (d->nmem < 0 || d->nmem > PM_MAX_TASK_MEMORIES)
         return PM__FAIL(PM_ETOOMANY, "pm_task_submit: desc->nmem is %d; a task uses 0 to %d memories",
                         d->nmem, PM_MAX_TASK_MEMORIES);
@@ -123,38 +129,58 @@ static int check_desc(const pm_task_desc_t *d, const pm__callbacks_t **cbs)
     return 0;
 }
 
+/* The device filter's answer for a kind of device, asked once per task and
+ * device model (so a filter that changes its mind cannot strand a task). */
+static bool filter_says(pm__task_t *t, pm_device_kind_t kind, int major, int minor)
+{
+    const pm_callbacks_t *cb = &t->cbs.cb;
+    if (cb->device_filter == NULL)
+        return true;
+    if (kind == PM_DEVICE_CPU) {
+        if (t->filter_cpu < 0)
+            t->filter_cpu = cb->device_filter(PM_DEVICE_CPU, 0, 0, t->conf, t->desc.conf_bytes) != 0;
+        return t->filter_cpu;
+    }
+    for (int i = 0; i < t->nfilter_gpu; i++)
+        if (t->filter_gpu[i].major == major && t->filter_gpu[i].minor == minor)
+            return t->filter_gpu[i].ok;
+    bool ok = cb->device_filter(PM_DEVICE_GPU, major, minor, t->conf, t->desc.conf_bytes) != 0;
+    if (t->nfilter_gpu < sizeof t->filter_gpu / sizeof t->filter_gpu[0])
+        t->filter_gpu[t->nfilter_gpu++] = (typeof(t->filter_gpu[0])){(short)major, (short)minor, ok};
+    return ok;
+}
+
 int pm__gpu_eligible(const pm__task_t *t, int major, int minor)
 {
     const pm_callbacks_t *cb = &t->cbs.cb;
     if (cb->cuda == NULL || !(t->desc.devices & PM_DEVICE_GPU) || major * 10 + minor < t->desc.min_cc)
         return 0;
-    return cb->device_filter == NULL ||
-           cb->device_filter(PM_DEVICE_GPU, major, minor, t->conf, t->desc.conf_bytes);
+    /* The answers are filled in while the task is created, before any other
+     * thread sees it; a GPU model not asked then is asked now, once. */
+    return filter_says((pm__task_t *)t, PM_DEVICE_GPU, major, minor);
+}
+
+static bool cpu_eligible(pm__task_t *t)
+{
+    return t->cbs.cb.cpu != NULL && (t->desc.devices & PM_DEVICE_CPU) &&
+           filter_says(t, PM_DEVICE_CPU, 0, 0);
 }
 
 int pm__task_runnable_on(const pm__task_t *t, const pm__stub_t *s)
 {
-    const pm_callbacks_t *cb = &t->cbs.cb;
 #if PMLIB_HAVE_CUDA
     if (s->ops->kind == PM_DEVICE_GPU && !pm__cuda_stub_usable(s))
         return 0;
 #endif
-    if (s->ops->kind == PM_DEVICE_GPU)
-        return pm__gpu_eligible(t, s->major, s->minor);
-    if (cb->cpu == NULL || !(t->desc.devices & PM_DEVICE_CPU))
-        return 0;
-    return cb->device_filter == NULL ||
-           cb->device_filter(PM_DEVICE_CPU, 0, 0, t->conf, t->desc.conf_bytes);
+    return t->counts[s->index].runnable;
 }
 
 /* How much of a task host h should get first: its stubs that can run it
  * (all hosts alike under static-equal). */
-static double host_weight(const pm__task_t *t, int h)
+static double host_weight(pm__task_t *t, int h)
 {
-    const pm_callbacks_t *cb = &t->cbs.cb;
     double w = 0;
-    if (cb->cpu != NULL && (t->desc.devices & PM_DEVICE_CPU) &&
-        (cb->device_filter == NULL || cb->device_filter(PM_DEVICE_CPU, 0, 0, t->conf, t->desc.conf_bytes)))
+    if (cpu_eligible(t))
         w += pm__hosts[h].ncpu;
     for (int g = 0; g < pm__hosts[h].ngpu && g < PM__MAX_GPUS; g++)
         w += pm__gpu_eligible(t, pm__hosts[h].gpu[g].major, pm__hosts[h].gpu[g].minor);
@@ -163,7 +189,7 @@ static double host_weight(const pm__task_t *t, int h)
     return w;
 }
 
-static int check_devices(const pm__task_t *t)
+static int check_devices(pm__task_t *t)
 {
     for (int h = 0; h < pm__rt.nhosts; h++)
         if (host_weight(t, h) > 0)
@@ -231,17 +257,29 @@ static void task_free(pm__task_t *t)
         t->policy->fini(t);
     pm__reduce_tree_free(t);
     pthread_mutex_destroy(&t->err_lock);
-    free(t->counts);
     free(t->dependents);
     free(t->conf);
     free(t);
 }
 
+/* A task, its stubs' counters and its policy's state are one block: one
+ * allocation per task, and nothing else to free. */
+static size_t round64(size_t n)
+{
+    return (n + 63) & ~(size_t)63;
+}
+
 int pm__task_create(const pm_task_desc_t *d, const pm__callbacks_t *cbs, pm__task_t **out)
 {
-    pm__task_t *t = calloc(1, sizeof *t);
+    size_t head = round64(sizeof(pm__task_t));
+    size_t counts = round64((size_t)pm__rt.nstubs * sizeof(pm__stub_counts_t));
+    size_t sched = round64(pm__ranges_space(pm__rt.nstubs));
+    pm__task_t *t = pm__aligned_alloc(head + counts + sched);
     if (t == NULL)
         return PM_ENOMEM;
+    memset(t, 0, head + counts + sched);
+    t->counts = (pm__stub_counts_t *)((char *)t + head);
+    t->sched_space = (char *)t + head + counts;
     pthread_mutex_init(&t->err_lock, NULL);
     pthread_mutex_init(&t->redist_lock, NULL);
     t->failed_host = -1;
@@ -259,19 +297,24 @@ int pm__task_create(const pm_task_desc_t *d, const pm__callbacks_t *cbs, pm__tas
     t->desc.callbacks = t->cbs.name;
     if (t->desc.sched == PM_SCHED_DEFAULT)
         t->desc.sched = pm__rt.default_sched;
-    t->grain = d->grain ? d->grain : (d->subtasks + PM__AUTO_CHUNKS - 1) / PM__AUTO_CHUNKS;
-    t->nchunks = (d->subtasks + t->grain - 1) / t->grain;
+    /* No sum here may wrap: subtasks may be near 2^64 (checked at submit). */
+    t->grain = d->grain ? d->grain : d->subtasks / PM__AUTO_CHUNKS + (d->subtasks % PM__AUTO_CHUNKS != 0);
+    if (t->grain > d->subtasks)
+        t->grain = d->subtasks;
+    t->nchunks = d->subtasks / t->grain + (d->subtasks % t->grain != 0);
     t->lo = 0;
     t->hi = t->nchunks;
     atomic_init(&t->outstanding, t->nchunks + (uint64_t)(pm__rt.nhosts - 1));
     for (int i = 0; i < d->nmem; i++)
         t->nred += d->mem[i].reduce != PM_REDUCE_NONE;
-    t->counts = pm__aligned_alloc((size_t)pm__rt.nstubs * sizeof *t->counts);
-    if (t->counts == NULL)
-        goto nomem;
-    memset(t->counts, 0, (size_t)pm__rt.nstubs * sizeof *t->counts);
-    for (int i = 0; i < pm__rt.nstubs; i++) /* every stub will look at the task */
+    t->filter_cpu = -1;
+    bool cpu_ok = cpu_eligible(t);
+    for (int i = 0; i < pm__rt.nstubs; i++) { /* every stub will look at the task */
+        const pm__stub_t *s = &pm__rt.stubs[i];
         atomic_init(&t->counts[i].active, 1);
+        t->counts[i].runnable = s->ops->kind == PM_DEVICE_GPU ? pm__gpu_eligible(t, s->major, s->minor)
+                                                              : cpu_ok;
+    }
     if (pm__rt.nhosts > 1) {
         int n = pm__rt.nstubs;
         t->running = calloc((size_t)n, sizeof *t->running);
@@ -299,53 +342,285 @@ nomem:
                     (unsigned long long)d->subtasks);
 }
 
-/* Whether `later` must wait for `earlier`: they share a memory one writes. */
-static int conflicts(const pm__task_t *earlier, const pm__task_t *later)
+/* ---- the sequence number table ---------------------------------------- */
+
+static size_t seq_bucket(uint64_t seq, size_t cap)
 {
-    for (int i = 0; i < earlier->desc.nmem; i++)
-        for (int j = 0; j < later->desc.nmem; j++)
-            if (earlier->mems[i] == later->mems[j] &&
-                ((earlier->desc.mem[i].access | later->desc.mem[j].access) & PM_WRITE))
-                return 1;
+    return (size_t)((seq * 0x9E3779B97F4A7C15ull) >> 20) & (cap - 1);
+}
+
+static int seq_add_locked(pm__task_t *t)
+{
+    if (pm__rt.nbyseq + 1 > pm__rt.byseq_cap / 2) {
+        size_t cap = pm__rt.byseq_cap ? pm__rt.byseq_cap * 2 : 256;
+        pm__task_t **n = calloc(cap, sizeof *n);
+        if (n == NULL)
+            return PM_ENOMEM;
+        for (size_t b = 0; b < pm__rt.byseq_cap; b++)
+            for (pm__task_t *e = pm__rt.byseq[b], *next; e != NULL; e = next) {
+                next = e->hnext;
+                size_t k = seq_bucket(e->seq, cap);
+                e->hnext = n[k];
+                n[k] = e;
+            }
+        free(pm__rt.byseq);
+        pm__rt.byseq = n;
+        pm__rt.byseq_cap = cap;
+    }
+    size_t k = seq_bucket(t->seq, pm__rt.byseq_cap);
+    t->hnext = pm__rt.byseq[k];
+    pm__rt.byseq[k] = t;
+    pm__rt.nbyseq++;
     return 0;
 }
 
-static int add_dependent(pm__task_t *earlier, pm__task_t *later)
+static void seq_remove_locked(pm__task_t *t)
 {
-    if (earlier->ndependents == earlier->cap_dependents) {
-        int cap = earlier->cap_dependents ? earlier->cap_dependents * 2 : 4;
-        pm__task_t **n = realloc(earlier->dependents, (size_t)cap * sizeof *n);
-        if (n == NULL)
-            return PM_ENOMEM;
-        earlier->dependents = n;
-        earlier->cap_dependents = cap;
+    if (pm__rt.byseq_cap == 0)
+        return;
+    pm__task_t **pp = &pm__rt.byseq[seq_bucket(t->seq, pm__rt.byseq_cap)];
+    while (*pp != NULL && *pp != t)
+        pp = &(*pp)->hnext;
+    if (*pp == t) {
+        *pp = t->hnext;
+        t->hnext = NULL;
+        pm__rt.nbyseq--;
     }
+}
+
+pm__task_t *pm__task_find_locked(uint64_t seq)
+{
+    if (pm__rt.byseq_cap == 0)
+        return NULL;
+    for (pm__task_t *t = pm__rt.byseq[seq_bucket(seq, pm__rt.byseq_cap)]; t != NULL; t = t->hnext)
+        if (t->seq == seq)
+            return t;
+    return NULL;
+}
+
+/* ---- unfinished tasks and ready lists ----------------------------------- */
+
+static void active_append_locked(pm__task_t *t)
+{
+    t->next = NULL;
+    t->prev = pm__rt.active_tail;
+    if (pm__rt.active_tail != NULL)
+        pm__rt.active_tail->next = t;
+    else
+        pm__rt.active = t;
+    pm__rt.active_tail = t;
+}
+
+static void active_remove_locked(pm__task_t *t)
+{
+    if (t->prev == NULL && pm__rt.active != t)
+        return; /* not on the list */
+    if (t->prev != NULL)
+        t->prev->next = t->next;
+    else
+        pm__rt.active = t->next;
+    if (t->next != NULL)
+        t->next->prev = t->prev;
+    else
+        pm__rt.active_tail = t->prev;
+    t->next = t->prev = NULL;
+}
+
+/* Which ready lists a task belongs on: the kinds of this host's stubs that
+ * may run its subtasks (every stub may run subscribe chunks). */
+static unsigned ready_kinds(const pm__task_t *t)
+{
+    unsigned kinds = 0;
+    for (int i = 0; i < pm__rt.nstubs && kinds != 3; i++)
+        if (t->state == PM__TASK_PREPARE || t->counts[i].runnable)
+            kinds |= pm__rt.stubs[i].ops->kind == PM_DEVICE_GPU ? 2u : 1u;
+    return kinds;
+}
+
+/* Wakes parked stubs for new work: as many as it has chunks. */
+static void wake_stubs_locked(uint64_t chunks)
+{
+    atomic_fetch_add_explicit(&pm__rt.work_gen, 1, memory_order_release);
+    if (pm__rt.parked == 0)
+        return;
+    if (chunks >= (uint64_t)pm__rt.parked)
+        pthread_cond_broadcast(&pm__rt.work_cv);
+    else
+        for (uint64_t i = 0; i < chunks; i++)
+            pthread_cond_signal(&pm__rt.work_cv);
+}
+
+void pm__task_ready_locked(pm__task_t *t)
+{
+    unsigned kinds = ready_kinds(t);
+    for (int k = 0; k < 2; k++) {
+        if (!(kinds & (1u << k)) || t->queued[k])
+            continue;
+        t->queued[k] = true;
+        t->rnext[k] = NULL;
+        t->rprev[k] = pm__rt.ready_tail[k];
+        if (pm__rt.ready_tail[k] != NULL)
+            pm__rt.ready_tail[k]->rnext[k] = t;
+        else
+            pm__rt.ready[k] = t;
+        pm__rt.ready_tail[k] = t;
+    }
+    wake_stubs_locked(t->nchunks);
+}
+
+void pm__task_unready_locked(pm__task_t *t)
+{
+    for (int k = 0; k < 2; k++) {
+        if (!t->queued[k])
+            continue;
+        t->queued[k] = false;
+        if (t->rprev[k] != NULL)
+            t->rprev[k]->rnext[k] = t->rnext[k];
+        else
+            pm__rt.ready[k] = t->rnext[k];
+        if (t->rnext[k] != NULL)
+            t->rnext[k]->rprev[k] = t->rprev[k];
+        else
+            pm__rt.ready_tail[k] = t->rprev[k];
+        t->rnext[k] = t->rprev[k] = NULL;
+    }
+}
+
+int pm__task_add_remote_locked(pm__task_t *t)
+{
+    if (seq_add_locked(t) != 0)
+        return PM_ENOMEM;
+    active_append_locked(t);
+    pm__task_ready_locked(t);
+    return 0;
+}
+
+void pm__task_drop_remote_locked(pm__task_t *t)
+{
+    pm__task_unready_locked(t);
+    active_remove_locked(t);
+}
+
+void pm__task_forget_remote_locked(pm__task_t *t)
+{
+    pm__task_drop_remote_locked(t);
+    seq_remove_locked(t);
+}
+
+/* ---- dependencies -------------------------------------------------------- */
+
+/* Room for `more` dependents, so that linking cannot fail half-way. */
+static int reserve_dependents(pm__task_t *e, int more)
+{
+    if (e->ndependents + more <= e->cap_dependents)
+        return 0;
+    int cap = e->cap_dependents ? e->cap_dependents : 4;
+    while (cap < e->ndependents + more)
+        cap *= 2;
+    pm__task_t **n = realloc(e->dependents, (size_t)cap * sizeof *n);
+    if (n == NULL)
+        return PM_ENOMEM;
+    e->dependents = n;
+    e->cap_dependents = cap;
+    return 0;
+}
+
+static void add_dependent(pm__task_t *earlier, pm__task_t *later)
+{
     earlier->dependents[earlier->ndependents++] = later;
     later->ndeps++;
+}
+
+static void reader_unlink(pm__memory_t *m, pm__reader_t *r)
+{
+    if (!r->linked)
+        return;
+    if (r->prev != NULL)
+        r->prev->next = r->next;
+    else
+        m->readers = r->next;
+    if (r->next != NULL)
+        r->next->prev = r->prev;
+    r->prev = r->next = NULL;
+    r->linked = false;
+}
+
+/* Everything a task will wait for gets room for its edges first. */
+static int reserve_edges_locked(pm__task_t *t)
+{
+    int more = t->desc.nmem; /* at most one edge per shared memory */
+    for (int i = 0; i < t->desc.nmem; i++) {
+        pm__memory_t *m = t->mems[i];
+        int rc = 0;
+        if ((t->desc.mem[i].access & PM_WRITE) && m->readers != NULL) {
+            for (pm__reader_t *r = m->readers; r != NULL && rc == 0; r = r->next)
+                rc = reserve_dependents(r->task, more);
+        } else if (m->last_writer != NULL) {
+            rc = reserve_dependents(m->last_writer, more);
+        }
+        if (rc != 0)
+            return rc;
+    }
     return 0;
+}
+
+/* Links a task after the unfinished tasks it conflicts with: per memory,
+ * a reader after the last writer, a writer after the readers since (or the
+ * last writer). Touches only the task's own memories. */
+static void link_locked(pm__task_t *t)
+{
+    for (int i = 0; i < t->desc.nmem; i++) {
+        pm__memory_t *m = t->mems[i];
+        if (t->desc.mem[i].access & PM_WRITE) {
+            if (m->readers != NULL) {
+                while (m->readers != NULL) {
+                    pm__reader_t *r = m->readers;
+                    add_dependent(r->task, t);
+                    reader_unlink(m, r);
+                }
+            } else if (m->last_writer != NULL) {
+                add_dependent(m->last_writer, t);
+            }
+            m->last_writer = t;
+        } else {
+            if (m->last_writer != NULL)
+                add_dependent(m->last_writer, t);
+            pm__reader_t *r = &t->readers[i];
+            r->task = t;
+            r->prev = NULL;
+            r->next = m->readers;
+            if (m->readers != NULL)
+                m->readers->prev = r;
+            m->readers = r;
+            r->linked = true;
+        }
+    }
 }
 
 /* Makes a task whose dependencies are done runnable (runtime lock held). */
 /* From here on subtasks may write; versions will move. */
 static void start_running_locked(pm__task_t *t)
 {
-    t->state = PM__TASK_RUN;
+    __atomic_store_n(&t->state, PM__TASK_RUN, __ATOMIC_RELEASE);
     t->t_start = pm__now();
     atomic_store(&t->started, 1);
     if (pm__rt.nhosts > 1)
         pm__proto_task_started(t);
+    pm__task_ready_locked(t);
 }
 
 static void make_ready_locked(pm__task_t *t)
 {
-    if (t->chunk_subs != NULL)
-        t->state = PM__TASK_PREPARE;
-    else
+    if (t->chunk_subs != NULL) {
+        __atomic_store_n(&t->state, PM__TASK_PREPARE, __ATOMIC_RELEASE);
+        pm__task_ready_locked(t);
+    } else {
         start_running_locked(t);
-    pthread_cond_broadcast(&pm__rt.work_cv);
+    }
 }
 
-/* Resolves memories, dependencies and the handle; runtime lock held. */
+/* Resolves memories, dependencies and the handle; runtime lock held. Either
+ * everything is done or nothing. */
 static int enqueue_locked(pm__task_t *t)
 {
     for (int i = 0; i < t->desc.nmem; i++) {
@@ -353,32 +628,26 @@ static int enqueue_locked(pm__task_t *t)
         if (t->mems[i] == NULL)
             return PM__FAIL(PM_EBADHANDLE, "pm_task_submit: memory %d of the task was released or never created", i);
     }
-    for (pm__task_t *e = pm__rt.active; e != NULL; e = e->next)
-        if (conflicts(e, t) && add_dependent(e, t) != 0)
-            return PM__FAIL(PM_ENOMEM, "pm_task_submit: out of memory");
+    if (reserve_edges_locked(t) != 0)
+        return PM__FAIL(PM_ENOMEM, "pm_task_submit: out of memory");
+    t->seq = pm__rt.next_seq + 1;
+    if (seq_add_locked(t) != 0)
+        return PM__FAIL(PM_ENOMEM, "pm_task_submit: out of memory");
     t->handle = pm__handle_add(&pm__rt.tasks, t);
-    if (t->handle == 0)
+    if (t->handle == 0) {
+        seq_remove_locked(t);
         return PM__FAIL(PM_ENOMEM, "pm_task_submit: out of memory for handles");
+    }
+    pm__rt.next_seq++;
+    link_locked(t);
     for (int i = 0; i < t->desc.nmem; i++)
         t->mems[i]->users++;
-    t->seq = ++pm__rt.next_seq;
-    if (pm__rt.active_tail != NULL)
-        pm__rt.active_tail->next = t;
-    else
-        pm__rt.active = t;
-    pm__rt.active_tail = t;
+    active_append_locked(t);
+    __atomic_add_fetch(&pm__rt.nactive_local, 1, __ATOMIC_RELAXED);
     t->state = PM__TASK_WAITING;
     if (t->ndeps == 0)
         make_ready_locked(t);
     return 0;
-}
-
-/* Undoes add_dependent calls made for `t` by a failed enqueue. */
-static void drop_dependencies_locked(pm__task_t *t)
-{
-    for (pm__task_t *e = pm__rt.active; e != NULL; e = e->next)
-        if (e->ndependents > 0 && e->dependents[e->ndependents - 1] == t)
-            e->ndependents--;
 }
 
 int pm_task_submit(const pm_task_desc_t *desc, pm_task_t *task)
@@ -418,11 +687,6 @@ int pm_task_submit(const pm_task_desc_t *desc, pm_task_t *task)
     }
     pthread_mutex_lock(&pm__rt.lock);
     rc = enqueue_locked(t);
-    if (rc != 0) {
-        drop_dependencies_locked(t);
-        if (t->handle != 0)
-            pm__handle_remove(&pm__rt.tasks, t->handle);
-    }
     pthread_mutex_unlock(&pm__rt.lock);
     if (rc != 0) {
         task_free(t);
@@ -474,7 +738,6 @@ void pm__task_prepared(pm__task_t *t)
     }
     pthread_mutex_lock(&pm__rt.lock);
     start_running_locked(t);
-    pthread_cond_broadcast(&pm__rt.work_cv);
     pthread_mutex_unlock(&pm__rt.lock);
 }
 
@@ -526,19 +789,18 @@ static void release_locked(pm__task_t *t)
     /* A task that failed before any subtask ran changed nothing. */
     int ran = atomic_load(&t->started);
     for (int i = 0; i < t->desc.nmem; i++) {
-        t->mems[i]->users--;
+        pm__memory_t *m = t->mems[i];
+        m->users--;
         if ((t->desc.mem[i].access & PM_WRITE) && ran)
-            t->mems[i]->version++;
+            m->version++;
+        if (m->last_writer == t)
+            m->last_writer = NULL;
+        reader_unlink(m, &t->readers[i]);
     }
-    pm__task_t **pp = &pm__rt.active, *prev = NULL;
-    while (*pp != t) {
-        prev = *pp;
-        pp = &(*pp)->next;
-    }
-    *pp = t->next;
-    if (pm__rt.active_tail == t)
-        pm__rt.active_tail = prev;
-    t->next = NULL;
+    pm__task_unready_locked(t);
+    active_remove_locked(t);
+    seq_remove_locked(t);
+    __atomic_sub_fetch(&pm__rt.nactive_local, 1, __ATOMIC_RELEASE);
     for (int i = 0; i < t->ndependents; i++)
         if (--t->dependents[i]->ndeps == 0)
             make_ready_locked(t->dependents[i]);
@@ -568,8 +830,11 @@ static void task_finish(pm__task_t *t)
     }
     pthread_mutex_lock(&pm__rt.lock);
     release_locked(t);
-    t->state = PM__TASK_DONE;
-    pthread_cond_broadcast(&pm__rt.done_cv);
+    /* Wake only those waiting for this task, or for all when none is left. */
+    bool wake = t->waiters > 0 || (pm__rt.all_waiters > 0 && pm__rt.nactive_local == 0);
+    __atomic_store_n(&t->state, PM__TASK_DONE, __ATOMIC_RELEASE);
+    if (wake)
+        pthread_cond_broadcast(&pm__rt.done_cv);
     pthread_mutex_unlock(&pm__rt.lock);
 }
 
@@ -600,28 +865,76 @@ int pm_task_test(pm_task_t task, int *done)
     return rc;
 }
 
+/* A blocking call made on one of pmlib's own threads would wait for work
+ * that thread should do. */
+static int check_blocking(const char *fn)
+{
+    if (pm__internal_thread)
+        return PM__FAIL(PM_EDEADLK, "%s called from a callback: it would wait for the stub that runs it; "
+                        "wait for tasks from the program's own threads", fn);
+    return 0;
+}
+
+static bool task_is_done(const void *arg)
+{
+    return __atomic_load_n(&((const pm__task_t *)arg)->state, __ATOMIC_ACQUIRE) == PM__TASK_DONE;
+}
+
 int pm_task_wait(pm_task_t task)
 {
     PM__CHECK_INIT("pm_task_wait");
+    int rc = check_blocking("pm_task_wait");
+    if (rc != 0)
+        return rc;
     pm__task_t *t;
     pthread_mutex_lock(&pm__rt.lock);
-    int rc = lookup_locked("pm_task_wait", task, &t);
+    rc = lookup_locked("pm_task_wait", task, &t);
     if (rc == 0) {
+        /* While it counts as waited on, pm_task_release refuses to free it. */
+        t->waiters++;
+        if (t->state != PM__TASK_DONE) {
+            pthread_mutex_unlock(&pm__rt.lock);
+            pm__spin_until(task_is_done, t);
+            pthread_mutex_lock(&pm__rt.lock);
+        }
         while (t->state != PM__TASK_DONE)
             pthread_cond_wait(&pm__rt.done_cv, &pm__rt.lock);
+        t->waiters--;
         rc = t->status;
     }
     pthread_mutex_unlock(&pm__rt.lock);
     return rc;
 }
 
+static bool none_left(const void *arg)
+{
+    (void)arg;
+    return __atomic_load_n(&pm__rt.nactive_local, __ATOMIC_ACQUIRE) == 0;
+}
+
+/* Waits until no submitted task is unfinished; runtime lock held. */
+void pm__task_wait_none_locked(void)
+{
+    pm__rt.all_waiters++;
+    if (pm__rt.nactive_local > 0) {
+        pthread_mutex_unlock(&pm__rt.lock);
+        pm__spin_until(none_left, NULL);
+        pthread_mutex_lock(&pm__rt.lock);
+    }
+    while (pm__rt.nactive_local > 0)
+        pthread_cond_wait(&pm__rt.done_cv, &pm__rt.lock);
+    pm__rt.all_waiters--;
+}
+
 int pm_task_wait_all(void)
 {
     PM__CHECK_INIT("pm_task_wait_all");
+    int rc = check_blocking("pm_task_wait_all");
+    if (rc != 0)
+        return rc;
     pthread_mutex_lock(&pm__rt.lock);
-    while (pm__rt.active != NULL)
-        pthread_cond_wait(&pm__rt.done_cv, &pm__rt.lock);
-    int rc = pm__rt.first_failure;
+    pm__task_wait_none_locked();
+    rc = pm__rt.first_failure;
     pm__rt.first_failure = 0;
     pthread_mutex_unlock(&pm__rt.lock);
     return rc;
@@ -669,23 +982,15 @@ int pm_task_release(pm_task_t task)
     int rc = lookup_locked("pm_task_release", task, &t);
     if (rc == 0 && t->state != PM__TASK_DONE)
         rc = PM__FAIL(PM_EBUSY, "pm_task_release: the task is still running; pm_task_wait for it first");
+    if (rc == 0 && t->waiters > 0)
+        rc = PM__FAIL(PM_EBUSY, "pm_task_release: %d other thread(s) are in pm_task_wait on this task; "
+                      "release it after they return", t->waiters);
     if (rc == 0)
         pm__handle_remove(&pm__rt.tasks, t->handle);
     pthread_mutex_unlock(&pm__rt.lock);
     if (rc == 0)
         task_free(t);
     return rc;
-}
-
-pm__task_t *pm__task_find_locked(uint64_t seq)
-{
-    for (pm__task_t *t = pm__rt.active; t != NULL; t = t->next)
-        if (t->seq == seq)
-            return t;
-    for (pm__task_t *t = pm__rt.remote_tasks; t != NULL; t = t->next_remote)
-        if (t->seq == seq)
-            return t;
-    return NULL;
 }
 
 void pm__task_destroy(pm__task_t *t)
@@ -695,11 +1000,16 @@ void pm__task_destroy(pm__task_t *t)
 
 void pm__task_free_all(void)
 {
-    while (pm__rt.remote_tasks != NULL) {
-        pm__task_t *t = pm__rt.remote_tasks;
-        pm__rt.remote_tasks = t->next_remote;
-        task_free(t);
-    }
+    /* Other hosts' tasks are known only by sequence number. */
+    for (size_t b = 0; b < pm__rt.byseq_cap; b++)
+        for (pm__task_t *t = pm__rt.byseq[b], *next; t != NULL; t = next) {
+            next = t->hnext;
+            if (t->remote)
+                task_free(t);
+        }
+    free(pm__rt.byseq);
+    pm__rt.byseq = NULL;
+    pm__rt.byseq_cap = pm__rt.nbyseq = 0;
     pm__handle_table_t *h = &pm__rt.tasks;
     for (uint32_t i = 0; i < h->cap; i++)
         if (h->obj[i] != NULL)

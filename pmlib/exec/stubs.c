@@ -1,9 +1,9 @@
 /*
  * Stubs: one worker thread per CPU core (and, with CUDA, per GPU). A stub
- * looks for work in the active tasks in submit order: subscribe chunks of a
- * preparing task or subtask chunks of a running one. It keeps a chunk in
- * hand while it asks for the next, so the task cannot complete (and be
- * freed) under it.
+ * looks for work in its kind's ready list, oldest task first: subscribe
+ * chunks of a preparing task or subtask chunks of a running one. It keeps a
+ * chunk in hand while it asks for the next, so the task cannot complete
+ * (and be freed) under it.
  */
 #define _GNU_SOURCE
 #include "core/internal.h"
@@ -14,24 +14,41 @@
 
 enum job { JOB_NONE, JOB_PREPARE, JOB_RUN };
 
+/* Ready tasks a stub looks at before it gives up: the list holds only tasks
+ * with chunks to hand out, so work is near its front. */
+#define PM__READY_LOOK 64
+
+/* Work from the ready list of the stub's kind, oldest task first: subscribe
+ * chunks of a preparing task or subtask chunks of a running one. A task
+ * with nothing left to hand out here leaves the list (and, with several
+ * hosts, asks the others for work). */
 static enum job find_work_locked(pm__stub_t *s, pm__task_t **task, uint64_t *chunk)
 {
-    for (pm__task_t *t = pm__rt.active; t != NULL; t = t->next) {
+    const int kind = s->ops->kind == PM_DEVICE_GPU;
+    int looked = 0;
+    for (pm__task_t *t = pm__rt.ready[kind], *next; t != NULL && looked < PM__READY_LOOK;
+         t = next, looked++) {
+        next = t->rnext[kind];
         if (t->state == PM__TASK_PREPARE) {
             uint64_t k = atomic_fetch_add(&t->prep_next, 1);
+            if (k + 1 >= t->nchunks)
+                pm__task_unready_locked(t); /* back once the subtasks may run */
             if (k < t->nchunks) {
                 *task = t;
                 *chunk = k;
                 return JOB_PREPARE;
             }
-        } else if (t->state == PM__TASK_RUN && pm__task_runnable_on(t, s)) {
-            if (t->policy->take(t, s->index, chunk)) {
+        } else if (t->state == PM__TASK_RUN) {
+            if (pm__task_runnable_on(t, s) && t->policy->take(t, s->index, chunk)) {
                 *task = t;
                 t->inprogress += t->remote; /* counted where a host drains */
                 return JOB_RUN;
             }
-            if (pm__rt.nhosts > 1)
-                pm__proto_want_work_locked(t);
+            if (t->policy->left(t) == 0) {
+                pm__task_unready_locked(t);
+                if (pm__rt.nhosts > 1)
+                    pm__proto_want_work_locked(t);
+            }
         }
     }
     return JOB_NONE;
@@ -180,16 +197,32 @@ static void run_loop(pm__stub_t *s, pm__task_t *t, uint64_t k)
     }
 }
 
+static bool work_came(const void *arg)
+{
+    return atomic_load_explicit(&pm__rt.work_gen, memory_order_acquire) != *(const uint64_t *)arg;
+}
+
 static void *stub_main(void *arg)
 {
     pm__stub_t *s = arg;
+    pm__internal_thread = 1;
     pthread_mutex_lock(&pm__rt.lock);
     while (!pm__rt.shutdown) {
         pm__task_t *t;
         uint64_t k;
         enum job j = find_work_locked(s, &t, &k);
         if (j == JOB_NONE) {
-            pthread_cond_wait(&pm__rt.work_cv, &pm__rt.lock);
+            /* Poll a short spell (PMLIB_SPIN_US) so new work starts within
+             * microseconds, then sleep until work is added. */
+            uint64_t gen = atomic_load_explicit(&pm__rt.work_gen, memory_order_acquire);
+            pthread_mutex_unlock(&pm__rt.lock);
+            pm__spin_until(work_came, &gen);
+            pthread_mutex_lock(&pm__rt.lock);
+            if (!pm__rt.shutdown && atomic_load(&pm__rt.work_gen) == gen) {
+                pm__rt.parked++;
+                pthread_cond_wait(&pm__rt.work_cv, &pm__rt.lock);
+                pm__rt.parked--;
+            }
             continue;
         }
         pthread_mutex_unlock(&pm__rt.lock);
@@ -290,6 +323,7 @@ void pm__stubs_stop(void)
 {
     pthread_mutex_lock(&pm__rt.lock);
     pm__rt.shutdown = 1;
+    atomic_fetch_add(&pm__rt.work_gen, 1);
     pthread_cond_broadcast(&pm__rt.work_cv);
     pthread_mutex_unlock(&pm__rt.lock);
     for (int i = 0; i < pm__rt.nstubs; i++)

@@ -69,5 +69,6 @@ const pm__sched_policy_t pm__sched_pull = {
     .id = PM_SCHED_PULL,
     .init = pull_init,
     .take = pull_take,
+    .left = pm__ranges_left,
     .fini = pm__ranges_fini,
 };

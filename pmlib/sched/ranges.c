@@ -4,16 +4,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The slots first (each on its own cache line), then the state. */
+size_t pm__ranges_space(int nstubs)
+{
+    return (size_t)nstubs * sizeof(pm__range_slot_t) + sizeof(struct pm__sched_state);
+}
+
 int pm__ranges_init(pm__task_t *t, int nstubs, const double *weight)
 {
-    struct pm__sched_state *st = calloc(1, sizeof *st);
-    if (st == NULL)
-        return PM_ENOMEM;
-    st->slot = pm__aligned_alloc((size_t)nstubs * sizeof *st->slot);
-    if (st->slot == NULL) {
-        free(st);
-        return PM_ENOMEM;
-    }
+    if (t->sched_space == NULL)
+        return PM_EINTERNAL;
+    struct pm__sched_state *st = (struct pm__sched_state *)((char *)t->sched_space +
+                                                            (size_t)nstubs * sizeof(pm__range_slot_t));
+    memset(st, 0, sizeof *st);
+    st->slot = t->sched_space;
     st->nstubs = nstubs;
     pthread_mutex_init(&st->spare_lock, NULL);
     double total = 0;
@@ -224,9 +228,7 @@ void pm__ranges_fini(pm__task_t *t)
         pthread_mutex_destroy(&st->slot[s].lock);
     pthread_mutex_destroy(&st->spare_lock);
     free(st->spare);
-    free(st->slot);
-    free(st);
-    t->sched = NULL;
+    t->sched = NULL; /* the rest lives in the task's block */
 }
 
 int pm__ranges_equal_weights(const pm__task_t *t, int nstubs, double *weight)

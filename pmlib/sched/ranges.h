@@ -24,6 +24,9 @@ struct pm__sched_state {
     atomic_uint_fast64_t spare_chunks;
 };
 
+/* Bytes of a task's scheduling state for nstubs stubs (the task keeps
+ * them in its own block, 64-byte aligned). */
+size_t pm__ranges_space(int nstubs);
 /* Splits this host's share [t->lo, t->hi) of the chunks in contiguous
  * shares proportional to weight[] (0 = none). */
 int pm__ranges_init(pm__task_t *t, int nstubs, const double *weight);

@@ -31,6 +31,7 @@ const pm__sched_policy_t pm__sched_static_equal = {
     .id = PM_SCHED_STATIC_EQUAL,
     .init = static_init,
     .take = static_take,
+    .left = pm__ranges_left,
     .fini = pm__ranges_fini,
 };
 
@@ -39,5 +40,6 @@ const pm__sched_policy_t pm__sched_static_proportional = {
     .id = PM_SCHED_STATIC_PROPORTIONAL,
     .init = static_init,
     .take = static_take,
+    .left = pm__ranges_left,
     .fini = pm__ranges_fini,
 };

@@ -31,8 +31,11 @@ static pm__task_t *make_task(uint64_t nchunks, pm_sched_t sched)
     t->desc.sched = sched;
     t->cbs.cb.cpu = noop;
     t->counts = calloc(NSTUBS, sizeof *t->counts);
-    for (int i = 0; i < NSTUBS; i++)
+    t->sched_space = pm__aligned_alloc(pm__ranges_space(NSTUBS));
+    for (int i = 0; i < NSTUBS; i++) {
         stubs[i] = (pm__stub_t){.index = i, .ops = &pm__cpu_ops, .speed = 1.0};
+        t->counts[i].runnable = true;
+    }
     pm__rt.stubs = stubs;
     pm__rt.nstubs = NSTUBS;
     t->policy = pm__sched_policy(sched);
@@ -44,6 +47,7 @@ static pm__task_t *make_task(uint64_t nchunks, pm_sched_t sched)
 static void free_task(pm__task_t *t)
 {
     t->policy->fini(t);
+    free(t->sched_space);
     free(t->counts);
     free(t);
 }
@@ -129,6 +133,7 @@ START_TEST(weights_set_share_sizes)
     t->nchunks = 1000;
     t->hi = 1000;
     t->counts = calloc(NSTUBS, sizeof *t->counts);
+    t->sched_space = pm__aligned_alloc(pm__ranges_space(NSTUBS));
     const double w[NSTUBS] = {1, 3, 0, 4};
     ck_assert_int_eq(pm__ranges_init(t, NSTUBS, w), 0);
     const uint64_t lo[NSTUBS] = {0, 125, 500, 500}, hi[NSTUBS] = {125, 500, 500, 1000};
@@ -137,6 +142,7 @@ START_TEST(weights_set_share_sizes)
         ck_assert_uint_eq(atomic_load(&t->sched->slot[s].hi), hi[s]);
     }
     pm__ranges_fini(t);
+    free(t->sched_space);
     free(t->counts);
     free(t);
 }
