@@ -332,7 +332,12 @@ typedef enum pm_sched {
 enum {
     PM_TASK_COMPRESS = 1u << 0,      /**< zlib-compress transfers between hosts */
     PM_TASK_COMPRESS_AUTO = 1u << 1, /**< compress when a sample shows it pays */
-    PM_TASK_NO_MULTI_ASSIGN = 1u << 2 /**< never run a straggler twice */
+    PM_TASK_NO_MULTI_ASSIGN = 1u << 2, /**< never run a straggler twice */
+    /** Call the subscribe callback for this task even when an earlier task
+     * with the same callbacks, subtask count, grain, configuration bytes and
+     * memory sizes and modes was subscribed (pmlib reuses those answers
+     * otherwise; set this when subscribe depends on anything else). */
+    PM_TASK_FRESH_SUBSCRIPTIONS = 1u << 3
 };
 
 /** One memory of a task. */

@@ -138,6 +138,15 @@ struct pm_subscription {
 };
 
 int pm__subscribe_chunk(struct pm__task *t, uint64_t chunk);
+/* Subscriptions kept across tasks (host 0): reuse gives a new task the
+ * checked subscriptions of an earlier task of the same shape (true: its
+ * subscribe phase is skipped); keep offers a task's checked ones to later
+ * tasks; release drops the task's share of them. */
+typedef struct pm__subs_set pm__subs_set_t;
+bool pm__subs_reuse(struct pm__task *t);
+void pm__subs_keep(struct pm__task *t);
+void pm__subs_release(struct pm__task *t);
+void pm__subs_cache_clear(void);
 int pm__subscribe_check_overlap(struct pm__task *t);
 void pm__chunk_subs_free(pm__chunk_subs_t *cs);
 
@@ -196,6 +205,8 @@ typedef struct pm__task {
     uint64_t lo, hi; /* this host's initial share of the chunks */
     /* prepare phase */
     pm__chunk_subs_t *chunk_subs; /* NULL when nothing subscribes */
+    pm__subs_set_t *subs_set;     /* when chunk_subs are shared with other tasks */
+    bool prepared;                /* subscriptions known and checked already */
     atomic_uint_fast64_t prep_next, prep_done;
     /* run phase */
     const struct pm__sched_policy *policy;

@@ -213,6 +213,7 @@ int pm_finalize(void)
     pm__comm_finalize();
     int rc = pm__rt.host != 0 ? pm__rt.first_failure : 0;
     pm__task_free_all();
+    pm__subs_cache_clear();
     pm__memory_free_all();
     pm__registry_clear();
     pthread_cond_destroy(&pm__rt.done_cv);

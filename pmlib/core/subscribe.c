@@ -250,3 +250,154 @@ int pm__subscribe_check_overlap(pm__task_t *t)
     }
     return 0;
 }
+
+/* ---- answers kept across tasks ------------------------------------------ */
+
+/*
+ * A subscribe callback answers from the subtask id, the task's
+ * configuration bytes and the memories' sizes (doc/api.md); so a task with
+ * the same callbacks, subtask count, grain, configuration and memory sizes
+ * and modes as an earlier one gets the same subscriptions, already checked
+ * for overlapping writes. Host 0 keeps the last checked set of each of a
+ * few callback sets and hands it to such tasks, which then skip the
+ * subscribe phase. PM_TASK_FRESH_SUBSCRIPTIONS turns this off per task.
+ */
+struct pm__subs_set {
+    atomic_int refs;
+    uint64_t nchunks;
+    pm__chunk_subs_t *chunks;
+};
+
+#define PM__SUBS_CACHE 8
+
+typedef struct subs_key {
+    char name[PM__NAME_MAX];
+    uint64_t subtasks, grain;
+    int nmem;
+    size_t bytes[PM_MAX_TASK_MEMORIES];
+    int access[PM_MAX_TASK_MEMORIES], reduce[PM_MAX_TASK_MEMORIES];
+    size_t conf_bytes;
+    unsigned char *conf;
+} subs_key_t;
+
+static struct {
+    pthread_mutex_t lock;
+    subs_key_t key[PM__SUBS_CACHE];
+    pm__subs_set_t *set[PM__SUBS_CACHE];
+    uint64_t used[PM__SUBS_CACHE], clock;
+} SC = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static bool key_matches(const subs_key_t *k, const pm__task_t *t)
+{
+    if (k->subtasks != t->desc.subtasks || k->grain != t->grain || k->nmem != t->desc.nmem ||
+        k->conf_bytes != t->desc.conf_bytes || strcmp(k->name, t->cbs.name) != 0)
+        return false;
+    for (int m = 0; m < k->nmem; m++)
+        if (k->bytes[m] != t->mems[m]->bytes || k->access[m] != (int)t->desc.mem[m].access ||
+            k->reduce[m] != (int)t->desc.mem[m].reduce * 64 + (int)t->desc.mem[m].type)
+            return false;
+    return k->conf_bytes == 0 || memcmp(k->conf, t->conf, k->conf_bytes) == 0;
+}
+
+static void set_drop(pm__subs_set_t *set)
+{
+    if (set == NULL || atomic_fetch_sub(&set->refs, 1) != 1)
+        return;
+    for (uint64_t c = 0; c < set->nchunks; c++)
+        pm__chunk_subs_free(&set->chunks[c]);
+    free(set->chunks);
+    free(set);
+}
+
+static bool cacheable(const pm__task_t *t)
+{
+    return pm__rt.host == 0 && t->chunk_subs != NULL && !t->remote &&
+           !(t->desc.flags & PM_TASK_FRESH_SUBSCRIPTIONS);
+}
+
+bool pm__subs_reuse(pm__task_t *t)
+{
+    if (!cacheable(t))
+        return false;
+    pm__subs_set_t *hit = NULL;
+    pthread_mutex_lock(&SC.lock);
+    for (int i = 0; i < PM__SUBS_CACHE && hit == NULL; i++)
+        if (SC.set[i] != NULL && key_matches(&SC.key[i], t)) {
+            hit = SC.set[i];
+            atomic_fetch_add(&hit->refs, 1);
+            SC.used[i] = ++SC.clock;
+        }
+    pthread_mutex_unlock(&SC.lock);
+    if (hit == NULL)
+        return false;
+    free(t->chunk_subs); /* empty: nothing subscribed yet */
+    t->chunk_subs = hit->chunks;
+    t->subs_set = hit;
+    return true;
+}
+
+void pm__subs_keep(pm__task_t *t)
+{
+    if (!cacheable(t) || t->subs_set != NULL || t->status != 0)
+        return;
+    pm__subs_set_t *set = malloc(sizeof *set);
+    unsigned char *conf = t->desc.conf_bytes ? malloc(t->desc.conf_bytes) : NULL;
+    if (set == NULL || (t->desc.conf_bytes && conf == NULL)) {
+        free(set);
+        free(conf);
+        return; /* nothing kept: later tasks subscribe again */
+    }
+    atomic_init(&set->refs, 2); /* the cache's and the task's */
+    set->nchunks = t->nchunks;
+    set->chunks = t->chunk_subs;
+    t->subs_set = set;
+    subs_key_t k = {.subtasks = t->desc.subtasks, .grain = t->grain, .nmem = t->desc.nmem,
+                    .conf_bytes = t->desc.conf_bytes, .conf = conf};
+    snprintf(k.name, sizeof k.name, "%s", t->cbs.name);
+    for (int m = 0; m < k.nmem; m++) {
+        k.bytes[m] = t->mems[m]->bytes;
+        k.access[m] = (int)t->desc.mem[m].access;
+        k.reduce[m] = (int)t->desc.mem[m].reduce * 64 + (int)t->desc.mem[m].type;
+    }
+    if (conf != NULL)
+        memcpy(conf, t->conf, k.conf_bytes);
+    pthread_mutex_lock(&SC.lock);
+    int slot = 0; /* the same callbacks' entry, else an empty or the oldest one */
+    for (int i = 0; i < PM__SUBS_CACHE; i++) {
+        if (SC.set[i] != NULL && strcmp(SC.key[i].name, k.name) == 0) {
+            slot = i;
+            break;
+        }
+        if (SC.set[i] == NULL || SC.used[i] < SC.used[slot])
+            slot = i;
+    }
+    pm__subs_set_t *old = SC.set[slot];
+    unsigned char *old_conf = SC.key[slot].conf;
+    SC.key[slot] = k;
+    SC.set[slot] = set;
+    SC.used[slot] = ++SC.clock;
+    pthread_mutex_unlock(&SC.lock);
+    free(old_conf);
+    set_drop(old);
+}
+
+void pm__subs_release(pm__task_t *t)
+{
+    set_drop(t->subs_set);
+    t->subs_set = NULL;
+    t->chunk_subs = NULL;
+}
+
+void pm__subs_cache_clear(void)
+{
+    pthread_mutex_lock(&SC.lock);
+    for (int i = 0; i < PM__SUBS_CACHE; i++) {
+        set_drop(SC.set[i]);
+        free(SC.key[i].conf);
+        SC.set[i] = NULL;
+        SC.key[i] = (subs_key_t){0};
+        SC.used[i] = 0;
+    }
+    SC.clock = 0;
+    pthread_mutex_unlock(&SC.lock);
+}

@@ -248,7 +248,9 @@ static void task_free(pm__task_t *t)
     free(t->done_map);
     free(t->host_lo);
     free(t->host_hi);
-    if (t->chunk_subs != NULL) {
+    if (t->subs_set != NULL) {
+        pm__subs_release(t);
+    } else if (t->chunk_subs != NULL) {
         for (uint64_t c = 0; c < t->nchunks; c++)
             pm__chunk_subs_free(&t->chunk_subs[c]);
         free(t->chunk_subs);
@@ -611,7 +613,7 @@ static void start_running_locked(pm__task_t *t)
 
 static void make_ready_locked(pm__task_t *t)
 {
-    if (t->chunk_subs != NULL) {
+    if (t->chunk_subs != NULL && !t->prepared) {
         __atomic_store_n(&t->state, PM__TASK_PREPARE, __ATOMIC_RELEASE);
         pm__task_ready_locked(t);
     } else {
@@ -630,6 +632,7 @@ static int enqueue_locked(pm__task_t *t)
     }
     if (reserve_edges_locked(t) != 0)
         return PM__FAIL(PM_ENOMEM, "pm_task_submit: out of memory");
+    t->prepared = pm__subs_reuse(t);
     t->seq = pm__rt.next_seq + 1;
     if (seq_add_locked(t) != 0)
         return PM__FAIL(PM_ENOMEM, "pm_task_submit: out of memory");
@@ -730,6 +733,8 @@ void pm__task_prepared(pm__task_t *t)
 {
     if (t->status == 0)
         pm__subscribe_check_overlap(t);
+    if (t->status == 0)
+        pm__subs_keep(t);
     if (t->status != 0) {
         /* Nothing ran and no other host has seen the task: finish it now. */
         atomic_store(&t->outstanding, 0);
