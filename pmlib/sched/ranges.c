@@ -224,6 +224,7 @@ void pm__ranges_fini(pm__task_t *t)
         pthread_mutex_destroy(&st->slot[s].lock);
     pthread_mutex_destroy(&st->spare_lock);
     free(st->spare);
+    free(st->left);
     free(st->slot);
     free(st);
     t->sched = NULL;
