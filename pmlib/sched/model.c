@@ -378,10 +378,13 @@ static const char *parse(char *text, size_t len, pm__model_t *m, char *why, size
         return "it is empty";
     if (strlen(text) != len)
         return "it is not text";
-    char *pos = text, *line = next_line(&pos);
-    long version = -1;
-    if (line == NULL || sscanf(line, "pmlib-model %ld", &version) != 1)
+    char *pos = text, *line = next_line(&pos), *end;
+    if (line == NULL || strncmp(line, "pmlib-model ", 12) != 0 || line[12] < '0' || line[12] > '9')
         return "it does not start with a pmlib-model line";
+    errno = 0;
+    long version = strtol(line + 12, &end, 10);
+    if (errno != 0 || *end != '\0')
+        return "its pmlib-model line is not 'pmlib-model VERSION'";
     if (version != PM__MODEL_VERSION) {
         snprintf(why, whysize, "it is of version %ld, this pmlib reads version %d", version,
                  PM__MODEL_VERSION);
@@ -430,7 +433,7 @@ static bool load(pm__model_t *m, const char *path, bool quiet)
     size_t len = 0;
     char *text = slurp(path, &len);
     if (text == NULL) {
-        if (errno != ENOENT && !quiet)
+        if (errno != ENOENT && errno != ENOTDIR && !quiet) /* none there: not a defect */
             pm__warn("performance model: cannot read %s (%s); remove it, or set PMLIB_MODEL_DIR "
                      "to another directory or to off", path, strerror(errno));
         return false;

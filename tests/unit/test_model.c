@@ -248,6 +248,8 @@ START_TEST(bad_files_are_ignored_with_one_warning)
     char alt[4096];
     snprintf(alt, sizeof alt, "pmlib-model 99\n%s", strchr(good, '\n') + 1);
     check_ignored("other version", alt, strlen(alt));
+    snprintf(alt, sizeof alt, "pmlib-model 1 extra\n%s", strchr(good, '\n') + 1);
+    check_ignored("bad header", alt, strlen(alt));
     snprintf(alt, sizeof alt, "pmlib-model 1\ncallbacks other%s", strstr(good, "\n#"));
     check_ignored("other callbacks", alt, strlen(alt));
 
@@ -309,6 +311,25 @@ START_TEST(dir_moves_the_files)
     char file[700];
     model_path(path, "home", file, sizeof file);
     ck_assert_int_eq(access(file, R_OK), 0);
+}
+END_TEST
+
+START_TEST(unwritable_dir_warns_once)
+{
+    char file[300], dir[400], err[2048];
+    snprintf(file, sizeof file, "%s/a-file", tmpdir);
+    write_text(file, "x", 1);
+    snprintf(dir, sizeof dir, "%s/models", file); /* under a plain file: cannot be made */
+    ck_assert_int_eq(setenv("PMLIB_MODEL_DIR", dir, 1), 0);
+    capture_start();
+    for (int i = 0; i < 3; i++) {
+        pm__model_t *m = pm__model_create("nowhere", stubs, NSTUBS);
+        learn(m);
+        pm__model_destroy(m);
+    }
+    int warnings = capture_end(err, sizeof err);
+    ck_assert_msg(warnings == 1, "%d warnings: %s", warnings, err);
+    ck_assert_ptr_nonnull(strstr(err, "PMLIB_MODEL_DIR"));
 }
 END_TEST
 
@@ -469,6 +490,7 @@ int main(void)
     tcase_add_test(tc, bad_files_are_ignored_with_one_warning);
     tcase_add_test(tc, off_writes_nothing);
     tcase_add_test(tc, dir_moves_the_files);
+    tcase_add_test(tc, unwritable_dir_warns_once);
     tcase_add_test(tc, devices_of_other_processes_are_kept);
     tcase_add_test(tc, held_back_devices_probe_less_and_less_often);
     suite_add_tcase(s, tc);
