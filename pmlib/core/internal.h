@@ -98,16 +98,15 @@ void pm__memory_free_all(void);
 
 #define PM__NAME_MAX 64
 
-/* How long a subtask of a callback set took on each device kind, across
- * tasks: the scheduler's guess before a stub has timed a chunk itself. */
-typedef struct pm__cb_history {
-    atomic_uint_fast64_t ns_per_subtask[2]; /* [0] CPU, [1] GPU; 0 = unknown */
-} pm__cb_history_t;
+/* The performance model of a callback set (sched/model.h): how long a
+ * subtask takes on each device, across tasks and runs; the scheduler's
+ * guess before a stub has timed a chunk itself. */
+struct pm__model;
 
 typedef struct pm__callbacks {
     char name[PM__NAME_MAX];
     pm_callbacks_t cb;
-    pm__cb_history_t *hist; /* stable while registered */
+    struct pm__model *model; /* stable while registered; NULL: none */
 } pm__callbacks_t;
 
 const pm__callbacks_t *pm__registry_find(const char *name);
@@ -303,6 +302,11 @@ typedef struct pm__sched_policy {
 } pm__sched_policy_t;
 
 const pm__sched_policy_t *pm__sched_policy(pm_sched_t id);
+/* The stubs' report of a finished chunk of `subtasks` subtasks that took
+ * `ns` to the callback set's performance model (sched/model.c). */
+struct pm__stub;
+void pm__model_note_chunk(const pm__task_t *t, const struct pm__stub *s, uint64_t subtasks,
+                          uint64_t ns);
 pm_sched_t pm__sched_parse(const char *name);
 const char *pm__sched_name(pm_sched_t id);
 

@@ -1,5 +1,6 @@
 /* Callback sets registered by name; every host registers the same names. */
 #include "core/internal.h"
+#include "sched/model.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -50,8 +51,9 @@ int pm_callbacks_register(const char *name, const pm_callbacks_t *cb)
         sets = n;
         capsets = cap;
     }
-    sets[nsets].hist = calloc(1, sizeof *sets[nsets].hist);
-    if (sets[nsets].hist == NULL) {
+    /* Reads the set's model file, if any: registration is start-up time. */
+    sets[nsets].model = pm__model_create(name, pm__rt.stubs, pm__rt.nstubs);
+    if (sets[nsets].model == NULL) {
         rc = PM__FAIL(PM_ENOMEM, "out of memory registering callbacks '%s'", name);
         goto out_unlock;
     }
@@ -65,8 +67,9 @@ out_unlock:
 
 void pm__registry_clear(void)
 {
+    /* At pm_finalize, after the stubs stopped: each model writes its file. */
     for (int i = 0; i < nsets; i++)
-        free(sets[i].hist);
+        pm__model_destroy(sets[i].model);
     free(sets);
     sets = NULL;
     nsets = capsets = 0;

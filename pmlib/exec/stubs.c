@@ -87,8 +87,7 @@ static void note_time(const pm__stub_t *s, pm__task_t *t, uint64_t k, double sec
     uint64_t n = last - first;
     uint64_t ns = (uint64_t)(seconds * 1e9) + 1;
     average_in(&t->counts[s->index].chunk_ns, ns);
-    if (t->cbs.hist != NULL)
-        average_in(&t->cbs.hist->ns_per_subtask[s->ops->kind == PM_DEVICE_GPU], ns / n + 1);
+    pm__model_note_chunk(t, s, n, ns);
 }
 
 /* Takes the chunk after the current one; on another host its inputs start

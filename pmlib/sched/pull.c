@@ -1,67 +1,172 @@
-/* Pull (default): equal initial shares, then idle stubs steal half a range. */
+/*
+ * Pull (default): initial shares follow the speeds the performance model
+ * knows (equal while it knows nothing), then idle stubs steal half a
+ * range. A stub much slower than others leaves the end of a task to them,
+ * and a device that would not pay even at the start takes nothing but a
+ * rare probe chunk.
+ */
 #include <stdlib.h>
 
+#include "sched/model.h"
 #include "sched/ranges.h"
-
-static int pull_init(pm__task_t *t, int nstubs)
-{
-    double *w = malloc((size_t)nstubs * sizeof *w);
-    if (w == NULL)
-        return PM_ENOMEM;
-    pm__ranges_equal_weights(t, nstubs, w);
-    int rc = pm__ranges_init(t, nstubs, w);
-    free(w);
-    return rc;
-}
 
 /* Slower stubs than this many times the fastest one are held back at the end. */
 #define PM__SLOW_FACTOR 4
 
-/*
- * Whether a slow stub (a CPU core beside GPUs) should take another chunk:
- * not when the faster stubs would finish every chunk left before it
- * finished this one, which would only make the task end later. Only faster
- * stubs that have not left the task count: they look at the ranges again,
- * while one that left may be asleep.
- */
-/* A stub's time per chunk: measured in this task, else its kind's history
- * with these callbacks, else 0 (unknown). */
-static uint64_t chunk_ns(const pm__task_t *t, int s)
+/* A stub's time per chunk: measured in this task, else the model's for
+ * its device and these callbacks, else 0 (unknown). */
+static double chunk_ns(const pm__task_t *t, int s)
 {
     uint64_t ns = atomic_load_explicit(&t->counts[s].chunk_ns, memory_order_relaxed);
-    if (ns == 0 && t->cbs.hist != NULL)
-        ns = atomic_load_explicit(&t->cbs.hist->ns_per_subtask[pm__rt.stubs[s].ops->kind == PM_DEVICE_GPU],
-                                  memory_order_relaxed) * t->grain;
-    return ns;
+    if (ns > 0)
+        return (double)ns;
+    return pm__model_ns(t->cbs.model, s) * (double)t->grain;
 }
 
-static bool worth_taking(const pm__task_t *t, int stub)
+static bool writes_in_place(const pm__task_t *t)
 {
-    uint64_t mine = chunk_ns(t, stub);
+    for (int i = 0; i < t->desc.nmem; i++)
+        if ((t->desc.mem[i].access & PM_WRITE) && t->desc.mem[i].reduce == PM_REDUCE_NONE)
+            return true;
+    return false;
+}
+
+/*
+ * What a chunk on a CPU costs beyond its own time when a GPU may run the
+ * task and the task writes memory in place: a GPU keeps what it wrote in
+ * its mirror for the next task, but must copy in what a CPU wrote. Its
+ * time per subtask over the bytes it moves per subtask bounds its time per
+ * byte, so the bytes it writes per subtask bound that cost. 0 if unknown.
+ */
+static double copy_back_ns(const pm__task_t *t, int nstubs, int stub, bool in_place)
+{
+    if (!in_place || pm__rt.stubs[stub].ops->kind != PM_DEVICE_CPU)
+        return 0;
+    double worst = 0;
+    for (int s = 0; s < nstubs; s++) {
+        if (pm__rt.stubs[s].ops->kind != PM_DEVICE_GPU || !pm__task_runnable_on(t, &pm__rt.stubs[s]))
+            continue;
+        double ns = pm__model_ns(t->cbs.model, s), in, out;
+        pm__model_bytes(t->cbs.model, s, &in, &out);
+        if (ns > 0 && out > 0 && ns * out / (in + out) > worst)
+            worst = ns * out / (in + out);
+    }
+    return worst * (double)t->grain;
+}
+
+/*
+ * Whether a chunk on `stub` pays: not when the stubs clearly faster than
+ * it would finish the `left` chunks before it finished this one, which
+ * would only make the task end later. A faster stub counts unless its
+ * last take found nothing (`gone`; NULL: none has): one that has not come
+ * yet will, and one that left may be asleep.
+ */
+static bool pays(const pm__task_t *t, int nstubs, int stub, uint64_t left,
+                 const atomic_uchar *gone, bool in_place)
+{
+    double mine = chunk_ns(t, stub);
     if (mine == 0)
         return true;
+    mine += copy_back_ns(t, nstubs, stub, in_place);
     double rate = 0; /* chunks per ns of the stubs clearly faster than this one */
-    for (int s = 0; s < t->sched->nstubs; s++) {
-        uint64_t ns = chunk_ns(t, s);
+    for (int s = 0; s < nstubs; s++) {
+        double ns = chunk_ns(t, s);
         if (s != stub && ns > 0 && ns * PM__SLOW_FACTOR < mine &&
-            atomic_load_explicit(&t->counts[s].active, memory_order_acquire) &&
+            (gone == NULL || !atomic_load_explicit(&gone[s], memory_order_acquire)) &&
             pm__task_runnable_on(t, &pm__rt.stubs[s]))
-            rate += 1.0 / (double)ns;
+            rate += 1.0 / ns;
     }
     if (rate == 0)
         return true;
-    bool take = (double)mine < (double)pm__ranges_left(t) / rate;
-    pm__debug("task %llu stub %d: %llu ns per chunk, %llu chunks left, faster stubs %.0f ns per chunk: %s",
-              (unsigned long long)t->seq, stub, (unsigned long long)mine,
-              (unsigned long long)pm__ranges_left(t), 1.0 / rate, take ? "takes" : "leaves them");
+    bool take = mine < (double)left / rate;
+    pm__debug("task %llu stub %d: %.0f ns per chunk, %llu chunks left, faster stubs %.0f ns per chunk: %s",
+              (unsigned long long)t->seq, stub, mine, (unsigned long long)left, 1.0 / rate,
+              take ? "takes" : "leaves them");
     return take;
+}
+
+/* Whether no stub before `s` is of the same device (model entry). */
+static bool first_of_device(const pm__task_t *t, const double *w, int s)
+{
+    const pm__model_dev_t *d = pm__model_dev_of(t->cbs.model, s);
+    for (int i = 0; i < s; i++)
+        if (w[i] > 0 && pm__model_dev_of(t->cbs.model, i) == d)
+            return false;
+    return true;
+}
+
+/*
+ * The first chunks: when the model knows every eligible device, shares in
+ * proportion to their speeds and none for a device that would not pay even
+ * at the start. Such a device still probes one chunk now and then, lest it
+ * never be measured again (model.c: after 16 held-back tasks, then 32, ...);
+ * returns the stub that probes in this task, or -1.
+ */
+static int plan(pm__task_t *t, int nstubs, double *w, bool in_place)
+{
+    const uint64_t n = t->hi - t->lo;
+    for (int s = 0; s < nstubs; s++)
+        if (w[s] > 0 && pm__model_ns(t->cbs.model, s) <= 0)
+            return -1; /* keep equal shares: today's measurements decide */
+    int probe = -1;
+    double *speed = malloc((size_t)nstubs * sizeof *speed);
+    if (speed == NULL || n == 0) {
+        free(speed);
+        return -1;
+    }
+    for (int s = 0; s < nstubs; s++) {
+        speed[s] = 0;
+        if (w[s] <= 0)
+            continue;
+        bool held = !pays(t, nstubs, s, n, NULL, in_place);
+        if (first_of_device(t, w, s)) {
+            if (!held)
+                pm__model_paid(t->cbs.model, s);
+            else if (pm__model_held_back(t->cbs.model, s) && probe < 0)
+                probe = s;
+        }
+        if (!held)
+            speed[s] = 1.0 / (pm__model_ns(t->cbs.model, s) +
+                              copy_back_ns(t, nstubs, s, in_place) / (double)t->grain);
+    }
+    for (int s = 0; s < nstubs; s++)
+        w[s] = speed[s];
+    free(speed);
+    if (probe >= 0)
+        pm__debug("task %llu: stub %d probes a chunk for its device, held back by the model",
+                  (unsigned long long)t->seq, probe);
+    return probe;
+}
+
+static int pull_init(pm__task_t *t, int nstubs)
+{
+    double few[64], *w = nstubs <= 64 ? few : malloc((size_t)nstubs * sizeof *w);
+    int rc = PM_ENOMEM;
+    if (w == NULL)
+        return rc;
+    pm__ranges_equal_weights(t, nstubs, w);
+    bool in_place = writes_in_place(t);
+    int probe = plan(t, nstubs, w, in_place);
+    rc = pm__ranges_init(t, nstubs, w);
+    if (rc == 0) {
+        atomic_init(&t->sched->probe, probe);
+        t->sched->in_place = in_place;
+    }
+    if (w != few)
+        free(w);
+    return rc;
 }
 
 static bool pull_take(pm__task_t *t, int stub, uint64_t *chunk)
 {
-    if (!worth_taking(t, stub))
-        return false;
-    return pm__ranges_take_own(t, stub, chunk) || pm__ranges_steal(t, stub, chunk);
+    struct pm__sched_state *st = t->sched;
+    int me = stub; /* the probe is one chunk: the first take of the probing stub */
+    bool probing = atomic_load_explicit(&st->probe, memory_order_relaxed) == stub &&
+                   atomic_compare_exchange_strong(&st->probe, &me, -1);
+    bool got = (probing || pays(t, st->nstubs, stub, pm__ranges_left(t), st->left, st->in_place)) &&
+               (pm__ranges_take_own(t, stub, chunk) || pm__ranges_steal(t, stub, chunk));
+    atomic_store_explicit(&st->left[stub], !got, memory_order_release);
+    return got;
 }
 
 const pm__sched_policy_t pm__sched_pull = {

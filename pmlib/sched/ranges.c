@@ -7,7 +7,8 @@
 /* The slots first (each on its own cache line), then the state. */
 size_t pm__ranges_space(int nstubs)
 {
-    return (size_t)nstubs * sizeof(pm__range_slot_t) + sizeof(struct pm__sched_state);
+    return (size_t)nstubs * sizeof(pm__range_slot_t) + sizeof(struct pm__sched_state) +
+           (size_t)nstubs * sizeof(atomic_uchar);
 }
 
 int pm__ranges_init(pm__task_t *t, int nstubs, const double *weight)
@@ -18,6 +19,9 @@ int pm__ranges_init(pm__task_t *t, int nstubs, const double *weight)
                                                             (size_t)nstubs * sizeof(pm__range_slot_t));
     memset(st, 0, sizeof *st);
     st->slot = t->sched_space;
+    st->left = (atomic_uchar *)(st + 1);
+    for (int i = 0; i < nstubs; i++)
+        atomic_init(&st->left[i], 0);
     st->nstubs = nstubs;
     pthread_mutex_init(&st->spare_lock, NULL);
     double total = 0;

@@ -22,6 +22,12 @@ struct pm__sched_state {
     uint64_t (*spare)[2];
     int nspare, capspare;
     atomic_uint_fast64_t spare_chunks;
+    /* pull: stubs whose last take found nothing (they may be asleep), the
+     * stub of a held-back device that probes one chunk (-1: none), and
+     * whether the task writes memory in place (not through a reduce). */
+    atomic_uchar *left;
+    atomic_int probe;
+    bool in_place;
 };
 
 /* Bytes of a task's scheduling state for nstubs stubs (the task keeps

@@ -1,0 +1,511 @@
+/*
+ * The performance model: a model file is written at the end and read back
+ * with equal values; garbage, truncated, other-version, other-callbacks and
+ * otherwise bad files are ignored with exactly one warning and replaced;
+ * PMLIB_MODEL_DIR moves the files or (off) stops them; file names are safe
+ * for any callbacks name; the pull policy gives a device the model knows to
+ * be far slower no chunk, keeps equal shares when the model knows nothing,
+ * and lets a held-back device probe now and then.
+ */
+#define _GNU_SOURCE
+#include <check.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/internal.h"
+#include "sched/model.h"
+#include "sched/ranges.h"
+
+#define NSTUBS 4
+
+static const pm__device_ops_t fake_gpu_ops = {.name = "gpu", .kind = PM_DEVICE_GPU};
+
+/* Stub 0 a GPU named "Test GPU 7", the others CPU cores. */
+static pm__stub_t stubs[NSTUBS];
+
+static void make_stubs(void)
+{
+    for (int i = 0; i < NSTUBS; i++)
+        stubs[i] = (pm__stub_t){.index = i, .ops = &pm__cpu_ops, .speed = 1.0};
+    stubs[0].ops = &fake_gpu_ops;
+    snprintf(stubs[0].name, sizeof stubs[0].name, "Test GPU 7");
+}
+
+static char tmpdir[256];
+
+/* A fresh directory for the model files; PMLIB_MODEL_DIR names it. */
+static void setup(void)
+{
+    snprintf(tmpdir, sizeof tmpdir, "%s/pmlib-model-XXXXXX", P_tmpdir);
+    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+    ck_assert_int_eq(setenv("PMLIB_MODEL_DIR", tmpdir, 1), 0);
+    make_stubs();
+}
+
+static int remove_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+static void teardown(void)
+{
+    nftw(tmpdir, remove_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static int count_files(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (d == NULL)
+        return -1;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;)
+        n += strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
+    closedir(d);
+    return n;
+}
+
+static void model_path(const char *dir, const char *name, char *out, size_t size)
+{
+    ck_assert(pm__model_path(dir, name, out, size));
+}
+
+static void write_text(const char *path, const void *text, size_t len)
+{
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(text, 1, len, f), len);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+static char *read_text(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    ck_assert_ptr_nonnull(f);
+    static char buf[1 << 16];
+    *len = fread(buf, 1, sizeof buf - 1, f);
+    buf[*len] = '\0';
+    fclose(f);
+    return buf;
+}
+
+/* stderr goes to a file while a model is made; returns the warnings. */
+static int warn_fd = -1, saved_stderr = -1;
+static char warn_path[300];
+
+static void capture_start(void)
+{
+    snprintf(warn_path, sizeof warn_path, "%s/stderr.txt", tmpdir);
+    fflush(stderr);
+    saved_stderr = dup(2);
+    warn_fd = open(warn_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    ck_assert_int_ge(warn_fd, 0);
+    dup2(warn_fd, 2);
+}
+
+static int capture_end(char *text, size_t size)
+{
+    fflush(stderr);
+    dup2(saved_stderr, 2);
+    close(saved_stderr);
+    close(warn_fd);
+    size_t len;
+    const char *s = read_text(warn_path, &len);
+    snprintf(text, size, "%s", s);
+    unlink(warn_path);
+    int n = 0;
+    for (const char *p = s; (p = strstr(p, ": warn: ")) != NULL; p++)
+        n++;
+    return n;
+}
+
+/* A model that learned a few chunks: GPU 10 ns and 64/8 bytes per
+ * subtask, CPU 250 ns per subtask (all three CPU stubs are one device). */
+static void learn(pm__model_t *m)
+{
+    pm__model_note(m, 0, 100, 1000, 64, 8);
+    pm__model_note(m, 1, 4, 1000, 0, 0);
+    pm__model_note(m, 2, 2, 500, 0, 0);
+}
+
+START_TEST(written_and_read_back)
+{
+    const char *name = "saxpy/v1: x..y %20";
+    pm__model_t *m = pm__model_create(name, stubs, NSTUBS);
+    ck_assert_ptr_nonnull(m);
+    ck_assert_int_eq(m->ndev, 2);
+    ck_assert(pm__model_ns(m, 0) == 0); /* nothing known yet */
+    learn(m);
+    ck_assert(pm__model_ns(m, 0) == 10.0);
+    ck_assert(pm__model_ns(m, 3) == 250.0);
+    ck_assert(pm__model_held_back(m, 1) == false);
+    pm__model_destroy(m);
+
+    char path[512];
+    model_path(tmpdir, name, path, sizeof path);
+    ck_assert_int_eq(access(path, R_OK), 0);
+    ck_assert_int_eq(count_files(tmpdir), 1); /* no temporary file left */
+
+    capture_start();
+    m = pm__model_create(name, stubs, NSTUBS);
+    char err[2048];
+    ck_assert_int_eq(capture_end(err, sizeof err), 0);
+    ck_assert(pm__model_ns(m, 0) == 10.0);
+    ck_assert(pm__model_ns(m, 1) == 250.0);
+    double in, out;
+    pm__model_bytes(m, 0, &in, &out);
+    ck_assert(in == 64.0 && out == 8.0);
+    const pm__model_dev_t *g = pm__model_dev_of(m, 0), *c = pm__model_dev_of(m, 2);
+    ck_assert_int_eq(g->kind, PM_DEVICE_GPU);
+    ck_assert_str_eq(g->name, "Test GPU 7");
+    ck_assert_uint_eq(atomic_load(&g->samples), 1);
+    ck_assert_int_eq(c->kind, PM_DEVICE_CPU);
+    ck_assert_uint_eq(atomic_load(&c->samples), 2);
+    ck_assert_uint_eq(atomic_load(&c->held), 1);
+    ck_assert_ptr_eq(pm__model_dev_of(m, 1), c);
+
+    /* Values are the same after another round trip with nothing learned. */
+    pm__model_destroy(m);
+    m = pm__model_create(name, stubs, NSTUBS);
+    ck_assert(pm__model_ns(m, 0) == 10.0 && pm__model_ns(m, 3) == 250.0);
+    pm__model_destroy(m);
+}
+END_TEST
+
+START_TEST(file_names_are_safe)
+{
+    const char *names[] = {"..", ".hidden", "a/b", "a b", "a%2Fb", "tab\there", "\xc3\xa9t\xc3\xa9"};
+    const int n = (int)(sizeof names / sizeof names[0]);
+    for (int i = 0; i < n; i++) {
+        char path[512];
+        model_path(tmpdir, names[i], path, sizeof path);
+        const char *base = path + strlen(tmpdir) + 1;
+        ck_assert_ptr_null(strchr(base, '/'));
+        ck_assert(base[0] != '.');
+        for (const char *p = base; *p; p++)
+            ck_assert(*p > ' ' && *p < 0x7f);
+        pm__model_t *m = pm__model_create(names[i], stubs, NSTUBS);
+        learn(m);
+        pm__model_destroy(m);
+        ck_assert_int_eq(access(path, R_OK), 0);
+    }
+    ck_assert_int_eq(count_files(tmpdir), n); /* one file each, no collision */
+}
+END_TEST
+
+/* Bad files: each is ignored with one warning, the model starts empty,
+ * and the end of the run replaces it with a valid file. */
+static void check_ignored(const char *what, const void *text, size_t len)
+{
+    const char *name = "bad-files";
+    char path[512], err[2048];
+    model_path(tmpdir, name, path, sizeof path);
+    write_text(path, text, len);
+    capture_start();
+    pm__model_t *m = pm__model_create(name, stubs, NSTUBS);
+    int warnings = capture_end(err, sizeof err);
+    ck_assert_msg(warnings == 1, "%s: %d warnings: %s", what, warnings, err);
+    ck_assert_msg(strstr(err, "performance model") != NULL && strstr(err, path) != NULL,
+                  "%s: %s", what, err);
+    ck_assert_msg(pm__model_ns(m, 0) == 0 && pm__model_ns(m, 1) == 0, "%s: not ignored", what);
+    learn(m);
+    pm__model_destroy(m);
+    capture_start();
+    m = pm__model_create(name, stubs, NSTUBS);
+    ck_assert_int_eq(capture_end(err, sizeof err), 0);
+    ck_assert_msg(pm__model_ns(m, 0) == 10.0, "%s: not rewritten", what);
+    pm__model_destroy(m);
+}
+
+START_TEST(bad_files_are_ignored_with_one_warning)
+{
+    /* A valid file to cut and alter. */
+    pm__model_t *m = pm__model_create("bad-files", stubs, NSTUBS);
+    learn(m);
+    pm__model_destroy(m);
+    char path[512];
+    model_path(tmpdir, "bad-files", path, sizeof path);
+    size_t len;
+    char good[4096];
+    snprintf(good, sizeof good, "%s", read_text(path, &len));
+    ck_assert_ptr_nonnull(strstr(good, "pmlib-model 1\n"));
+
+    unsigned char garbage[512];
+    for (size_t i = 0; i < sizeof garbage; i++)
+        garbage[i] = (unsigned char)(i * 151 + 7);
+    check_ignored("garbage", garbage, sizeof garbage);
+    check_ignored("empty", "", 0);
+    check_ignored("truncated", good, len / 2);
+    check_ignored("no end line", good, len - 4);
+
+    char alt[4096];
+    snprintf(alt, sizeof alt, "pmlib-model 99\n%s", strchr(good, '\n') + 1);
+    check_ignored("other version", alt, strlen(alt));
+    snprintf(alt, sizeof alt, "pmlib-model 1 extra\n%s", strchr(good, '\n') + 1);
+    check_ignored("bad header", alt, strlen(alt));
+    snprintf(alt, sizeof alt, "pmlib-model 1\ncallbacks other%s", strstr(good, "\n#"));
+    check_ignored("other callbacks", alt, strlen(alt));
+
+    const char *bodies[] = {
+        "gpu 1 nan 0 0 0 0 X\n",          /* not a number */
+        "gpu 1 -5 0 0 0 0 X\n",           /* negative */
+        "gpu 0 5 0 0 0 0 X\n",            /* no samples */
+        "gpu 1 5 0 0 0 0\n",              /* no name */
+        "tpu 1 5 0 0 0 0 X\n",            /* unknown kind */
+        "gpu 1 5 0 0 0 0 X\ngpu 1 6 0 0 0 0 X\n", /* listed twice */
+        "gpu 1 5 0 0 0 999999 X\n",       /* probe interval out of range */
+    };
+    for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++) {
+        snprintf(alt, sizeof alt, "pmlib-model 1\ncallbacks bad-files\n%send\n", bodies[i]);
+        check_ignored(bodies[i], alt, strlen(alt));
+    }
+    snprintf(alt, sizeof alt, "%sextra\n", good);
+    check_ignored("text after end", alt, strlen(alt));
+}
+END_TEST
+
+START_TEST(off_writes_nothing)
+{
+    ck_assert_int_eq(setenv("PMLIB_MODEL_DIR", "off", 1), 0);
+    char dir[512];
+    ck_assert(!pm__model_dir(dir, sizeof dir));
+    pm__model_t *m = pm__model_create("off", stubs, NSTUBS);
+    learn(m);
+    pm__model_destroy(m);
+    ck_assert_int_eq(count_files(tmpdir), 0);
+}
+END_TEST
+
+START_TEST(dir_moves_the_files)
+{
+    char moved[512], path[600];
+    snprintf(moved, sizeof moved, "%s/not/yet/there", tmpdir);
+    ck_assert_int_eq(setenv("PMLIB_MODEL_DIR", moved, 1), 0);
+    pm__model_t *m = pm__model_create("moved", stubs, NSTUBS);
+    learn(m);
+    pm__model_destroy(m);
+    model_path(moved, "moved", path, sizeof path);
+    ck_assert_int_eq(access(path, R_OK), 0);
+
+    /* Unset: XDG_CACHE_HOME, else HOME. */
+    ck_assert_int_eq(unsetenv("PMLIB_MODEL_DIR"), 0);
+    ck_assert_int_eq(setenv("XDG_CACHE_HOME", tmpdir, 1), 0);
+    ck_assert(pm__model_dir(moved, sizeof moved));
+    snprintf(path, sizeof path, "%s/pmlib/model", tmpdir);
+    ck_assert_str_eq(moved, path);
+    ck_assert_int_eq(unsetenv("XDG_CACHE_HOME"), 0);
+    ck_assert_int_eq(setenv("HOME", tmpdir, 1), 0);
+    ck_assert(pm__model_dir(moved, sizeof moved));
+    snprintf(path, sizeof path, "%s/.cache/pmlib/model", tmpdir);
+    ck_assert_str_eq(moved, path);
+    m = pm__model_create("home", stubs, NSTUBS);
+    learn(m);
+    pm__model_destroy(m);
+    char file[700];
+    model_path(path, "home", file, sizeof file);
+    ck_assert_int_eq(access(file, R_OK), 0);
+}
+END_TEST
+
+START_TEST(unwritable_dir_warns_once)
+{
+    char file[300], dir[400], err[2048];
+    snprintf(file, sizeof file, "%s/a-file", tmpdir);
+    write_text(file, "x", 1);
+    snprintf(dir, sizeof dir, "%s/models", file); /* under a plain file: cannot be made */
+    ck_assert_int_eq(setenv("PMLIB_MODEL_DIR", dir, 1), 0);
+    capture_start();
+    for (int i = 0; i < 3; i++) {
+        pm__model_t *m = pm__model_create("nowhere", stubs, NSTUBS);
+        learn(m);
+        pm__model_destroy(m);
+    }
+    int warnings = capture_end(err, sizeof err);
+    ck_assert_msg(warnings == 1, "%d warnings: %s", warnings, err);
+    ck_assert_ptr_nonnull(strstr(err, "PMLIB_MODEL_DIR"));
+}
+END_TEST
+
+START_TEST(devices_of_other_processes_are_kept)
+{
+    /* One process has the GPU, another only CPUs: the file keeps both. */
+    pm__model_t *a = pm__model_create("shared", stubs, 1);
+    pm__model_t *b = pm__model_create("shared", stubs + 1, NSTUBS - 1);
+    pm__model_note(a, 0, 10, 100, 0, 0);
+    pm__model_note(b, 0, 10, 5000, 0, 0);
+    pm__model_destroy(a);
+    pm__model_destroy(b);
+    pm__model_t *m = pm__model_create("shared", stubs, NSTUBS);
+    ck_assert(pm__model_ns(m, 0) == 10.0);
+    ck_assert(pm__model_ns(m, 1) == 500.0);
+    pm__model_destroy(m);
+}
+END_TEST
+
+START_TEST(held_back_devices_probe_less_and_less_often)
+{
+    pm__model_t *m = pm__model_create("probe", stubs, NSTUBS);
+    learn(m);
+    int at[3] = {0}, k = 0;
+    for (int task = 1; task <= PM__MODEL_PROBE_MIN * 7 && k < 3; task++)
+        if (pm__model_held_back(m, 1))
+            at[k++] = task;
+    ck_assert_int_eq(k, 3);
+    ck_assert_int_eq(at[0], PM__MODEL_PROBE_MIN);
+    ck_assert_int_eq(at[1], 3 * PM__MODEL_PROBE_MIN);
+    ck_assert_int_eq(at[2], 7 * PM__MODEL_PROBE_MIN);
+    /* It paid: the next probe is soon again. */
+    pm__model_paid(m, 1);
+    int first = 0;
+    for (int task = 1; task <= PM__MODEL_PROBE_MIN && !first; task++)
+        if (pm__model_held_back(m, 1))
+            first = task;
+    ck_assert_int_eq(first, PM__MODEL_PROBE_MIN);
+    pm__model_destroy(m);
+}
+END_TEST
+
+/* ---- the pull policy with a model ---------------------------------------- */
+
+static int noop(const pm_subtask_info_t *info)
+{
+    (void)info;
+    return 0;
+}
+
+static pm__stub_t cpu_stubs[NSTUBS];
+
+/* A task shell of `nchunks` one-subtask chunks on NSTUBS CPU stubs, whose
+ * model `m` sees stub 0 as the fast device. */
+static pm__task_t *make_task(uint64_t nchunks, pm__model_t *m)
+{
+    pm__task_t *t = calloc(1, sizeof *t);
+    t->nchunks = nchunks;
+    t->hi = nchunks;
+    t->grain = 1;
+    t->desc.subtasks = nchunks;
+    t->desc.devices = PM_DEVICE_ANY;
+    t->desc.sched = PM_SCHED_PULL;
+    t->cbs.cb.cpu = noop;
+    t->cbs.model = m;
+    t->counts = calloc(NSTUBS, sizeof *t->counts);
+    t->sched_space = pm__aligned_alloc(pm__ranges_space(NSTUBS));
+    for (int i = 0; i < NSTUBS; i++) {
+        cpu_stubs[i] = (pm__stub_t){.index = i, .ops = &pm__cpu_ops, .speed = 1.0};
+        t->counts[i].runnable = true;
+    }
+    pm__rt.stubs = cpu_stubs;
+    pm__rt.nstubs = NSTUBS;
+    t->policy = pm__sched_policy(PM_SCHED_PULL);
+    ck_assert_int_eq(t->policy->init(t, NSTUBS), 0);
+    return t;
+}
+
+static void free_task(pm__task_t *t)
+{
+    t->policy->fini(t);
+    free(t->sched_space);
+    free(t->counts);
+    free(t);
+}
+
+/* Chunks each stub gets, taking in turn until all are refused. */
+static void drain(pm__task_t *t, uint64_t got[NSTUBS])
+{
+    uint64_t c;
+    memset(got, 0, NSTUBS * sizeof *got);
+    for (int idle = 0; idle < NSTUBS;) {
+        idle = 0;
+        for (int s = 0; s < NSTUBS; s++) {
+            if (t->policy->take(t, s, &c))
+                got[s]++;
+            else
+                idle++;
+        }
+    }
+}
+
+START_TEST(pull_keeps_equal_shares_when_the_model_knows_nothing)
+{
+    pm__model_t *m = pm__model_create("pull-empty", stubs, NSTUBS);
+    pm__task_t *t = make_task(100, m);
+    for (int s = 0; s < NSTUBS; s++)
+        ck_assert_uint_eq(atomic_load(&t->sched->slot[s].hi) - atomic_load(&t->sched->slot[s].lo), 25);
+    uint64_t got[NSTUBS];
+    drain(t, got);
+    for (int s = 0; s < NSTUBS; s++)
+        ck_assert_uint_eq(got[s], 25);
+    free_task(t);
+    ck_assert_int_eq(setenv("PMLIB_MODEL_DIR", "off", 1), 0);
+    pm__model_destroy(m);
+}
+END_TEST
+
+START_TEST(pull_gives_a_far_slower_device_nothing)
+{
+    pm__model_t *m = pm__model_create("pull-slow", stubs, NSTUBS);
+    /* Stub 0's device: 1 us per subtask; the others' 1 ms. */
+    pm__model_note(m, 0, 1, 1000, 0, 0);
+    pm__model_note(m, 1, 1, 1000000, 0, 0);
+    pm__task_t *t = make_task(100, m);
+    for (int s = 1; s < NSTUBS; s++)
+        ck_assert_uint_eq(atomic_load(&t->sched->slot[s].hi), atomic_load(&t->sched->slot[s].lo));
+    uint64_t got[NSTUBS];
+    drain(t, got);
+    ck_assert_uint_eq(got[0], 100);
+    free_task(t);
+
+    /* Many chunks: the slow device pays at the start, and gets a share. */
+    t = make_task(4000, m);
+    ck_assert_uint_gt(atomic_load(&t->sched->slot[1].hi) - atomic_load(&t->sched->slot[1].lo), 0);
+    free_task(t);
+
+    /* Held back task after task, one of its stubs probes one chunk. */
+    int probes = 0;
+    for (int task = 0; task < 4 * PM__MODEL_PROBE_MIN; task++) {
+        t = make_task(100, m);
+        drain(t, got);
+        uint64_t slow = got[1] + got[2] + got[3];
+        ck_assert_uint_le(slow, 1);
+        ck_assert_uint_eq(got[0] + slow, 100);
+        probes += slow == 1;
+        free_task(t);
+    }
+    ck_assert_int_eq(probes, 2); /* after 16 tasks, then 32 more */
+    ck_assert_int_eq(setenv("PMLIB_MODEL_DIR", "off", 1), 0);
+    pm__model_destroy(m);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("model");
+    TCase *tc = tcase_create("files");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, written_and_read_back);
+    tcase_add_test(tc, file_names_are_safe);
+    tcase_add_test(tc, bad_files_are_ignored_with_one_warning);
+    tcase_add_test(tc, off_writes_nothing);
+    tcase_add_test(tc, dir_moves_the_files);
+    tcase_add_test(tc, unwritable_dir_warns_once);
+    tcase_add_test(tc, devices_of_other_processes_are_kept);
+    tcase_add_test(tc, held_back_devices_probe_less_and_less_often);
+    suite_add_tcase(s, tc);
+    TCase *tp = tcase_create("pull");
+    tcase_add_checked_fixture(tp, setup, teardown);
+    tcase_add_test(tp, pull_keeps_equal_shares_when_the_model_knows_nothing);
+    tcase_add_test(tp, pull_gives_a_far_slower_device_nothing);
+    suite_add_tcase(s, tp);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
