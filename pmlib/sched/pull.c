@@ -105,15 +105,23 @@ static bool first_of_device(const pm__task_t *t, const double *w, int s)
 static int plan(pm__task_t *t, int nstubs, double *w, bool in_place)
 {
     const uint64_t n = t->hi - t->lo;
-    for (int s = 0; s < nstubs; s++)
-        if (w[s] > 0 && pm__model_ns(t->cbs.model, s) <= 0)
+    const pm__model_dev_t *one = NULL; /* the device, while all are alike */
+    bool alike = true;
+    for (int s = 0; s < nstubs; s++) {
+        if (w[s] <= 0)
+            continue;
+        if (pm__model_ns(t->cbs.model, s) <= 0)
             return -1; /* keep equal shares: today's measurements decide */
-    int probe = -1;
-    double *speed = malloc((size_t)nstubs * sizeof *speed);
-    if (speed == NULL || n == 0) {
-        free(speed);
-        return -1;
+        const pm__model_dev_t *d = pm__model_dev_of(t->cbs.model, s);
+        alike &= one == NULL || d == one;
+        one = d;
     }
+    if (alike || n == 0)
+        return -1; /* stubs of one device: equal shares */
+    int probe = -1;
+    double few[64], *speed = nstubs <= 64 ? few : malloc((size_t)nstubs * sizeof *speed);
+    if (speed == NULL)
+        return -1;
     for (int s = 0; s < nstubs; s++) {
         speed[s] = 0;
         if (w[s] <= 0)
@@ -131,7 +139,8 @@ static int plan(pm__task_t *t, int nstubs, double *w, bool in_place)
     }
     for (int s = 0; s < nstubs; s++)
         w[s] = speed[s];
-    free(speed);
+    if (speed != few)
+        free(speed);
     if (probe >= 0)
         pm__debug("task %llu: stub %d probes a chunk for its device, held back by the model",
                   (unsigned long long)t->seq, probe);
