@@ -94,6 +94,15 @@ PM_EXPORT const char *pm_errname(int err);
 /* Lifecycle                                                                 */
 /* ------------------------------------------------------------------------ */
 
+/*
+ * Threads: between pm_init and pm_finalize every call may be made from
+ * several threads at once. pm_init and pm_finalize are called from one
+ * thread while no other is inside pmlib (a concurrent pm_init returns
+ * PM_EINIT, pm_finalize beside another call PM_EBUSY). From a callback the
+ * blocking calls (pm_task_wait, pm_task_wait_all, pm_finalize) return
+ * PM_EDEADLK.
+ */
+
 /**
  * Starts pmlib: reads the PMLIB_* environment, starts one stub per CPU core
  * (PMLIB_NCPU overrides) and joins the MPI job when started by mpirun.

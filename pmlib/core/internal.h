@@ -189,7 +189,7 @@ typedef struct pm__task {
     int ndeps;   /* unfinished earlier tasks it waits for */
     struct pm__task **dependents;
     int ndependents, cap_dependents;
-    pm__reader_t readers[PM_MAX_TASK_MEMORIES]; /* among each memory's readers */
+    pm__reader_t *readers; /* per memory: among its readers (in the task's block) */
     struct pm__task *next, *prev;       /* unfinished tasks, submit order */
     struct pm__task *rnext[2], *rprev[2]; /* ready lists: [0] CPU, [1] GPU */
     bool queued[2];

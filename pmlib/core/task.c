@@ -273,13 +273,15 @@ static size_t round64(size_t n)
 
 int pm__task_create(const pm_task_desc_t *d, const pm__callbacks_t *cbs, pm__task_t **out)
 {
-    size_t head = round64(sizeof(pm__task_t));
+    int nmem = d->nmem > 0 && d->nmem <= PM_MAX_TASK_MEMORIES ? d->nmem : 0;
+    size_t head = round64(sizeof(pm__task_t) + (size_t)nmem * sizeof(pm__reader_t));
     size_t counts = round64((size_t)pm__rt.nstubs * sizeof(pm__stub_counts_t));
     size_t sched = round64(pm__ranges_space(pm__rt.nstubs));
     pm__task_t *t = pm__aligned_alloc(head + counts + sched);
     if (t == NULL)
         return PM_ENOMEM;
     memset(t, 0, head + counts + sched);
+    t->readers = (pm__reader_t *)(t + 1);
     t->counts = (pm__stub_counts_t *)((char *)t + head);
     t->sched_space = (char *)t + head + counts;
     pthread_mutex_init(&t->err_lock, NULL);
