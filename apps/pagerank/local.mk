@@ -4,7 +4,8 @@ EXTRA_DIST += kernels/pagerank.cu kernels/pagerank.h \
 	tests/apps/pagerank-verify.sh
 
 pkglibexec_PROGRAMS += apps/pagerank/pagerank
-apps_pagerank_pagerank_SOURCES = apps/pagerank/pagerank.c
+apps_pagerank_pagerank_SOURCES = apps/pagerank/pagerank.c apps/pagerank/pagefiles.c \
+	apps/pagerank/pagefiles.h
 apps_pagerank_pagerank_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/apps/common \
 	-I$(top_srcdir)/kernels
 apps_pagerank_pagerank_LDADD = $(APP_LDADD)
