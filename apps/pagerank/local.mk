@@ -1,7 +1,8 @@
 # pagerank: PageRank, one task per iteration, pull over in-edges in CSR.
 # Included by Makefile.am.
 EXTRA_DIST += kernels/pagerank.cu kernels/pagerank.h \
-	tests/apps/pagerank-verify.sh
+	tests/apps/pagerank-verify.sh \
+	tests/apps/pagerank-files.sh
 
 pkglibexec_PROGRAMS += apps/pagerank/pagerank
 apps_pagerank_pagerank_SOURCES = apps/pagerank/pagerank.c apps/pagerank/pagefiles.c \
@@ -23,5 +24,5 @@ kernels/pagerank.$(OBJEXT): kernels/pagerank.cu kernels/pagerank.h
 endif
 
 if PM_TESTS
-TESTS += tests/apps/pagerank-verify.sh
+TESTS += tests/apps/pagerank-verify.sh tests/apps/pagerank-files.sh
 endif
