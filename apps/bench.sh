@@ -84,11 +84,11 @@ if [ -x apps/compress/compress ]; then
     [ $quick -eq 1 ] && reps=5
     for _ in $(seq $reps); do cat pmlib/.libs/libpmlib.so.0 doc/*.md; done > "$out/input.bin"
     echo "== compress $(du -h "$out/input.bin" | cut -f1)"
-    log=$(apps/compress/compress "$out/input.bin" -o "$out/input.bin.gz" 2>&1)
+    log=$(apps/compress/compress "$out/input.bin" -o "$out/input.bin.gz" -f 2>&1)
     echo "$log"
     serial=$(echo "$log" | field serial_s) cpu=$(echo "$log" | field pmlib_s)
     mpi=$(PMLIB_NCPU=1 $MPIEXEC --oversubscribe --bind-to none -n 2 apps/compress/compress "$out/input.bin" \
-        -o "$out/input2.bin.gz" --no-serial 2>&1 | field pmlib_s)
+        -o "$out/input2.bin.gz" -f --no-serial 2>&1 | field pmlib_s)
     pigz_s=-
     if command -v pigz >/dev/null; then
         t0=$(date +%s.%N)

@@ -29,6 +29,7 @@
 
 #include "appcommon.h"
 #include "appdevice.h"
+#include "appio.h"
 #include "pmlib.h"
 
 #define DEFAULT_LEVEL 6
@@ -210,14 +211,14 @@ static int compress_cpu(const pm_subtask_info_t *info)
 struct options {
     const char *in, *out;
     uint64_t level, block;
-    int serial, verify;
+    int serial, verify, force;
 };
 
 static void usage(void)
 {
     printf(
-"usage: compress FILE -o OUT.gz [--level L] [--block BYTES] [--device cpu]\n"
-"                [--no-serial] [--verify] [--help]\n"
+"usage: compress FILE -o OUT.gz [-f] [--level L] [--block BYTES]\n"
+"                [--device cpu] [--no-serial] [--verify] [--help]\n"
 "\n"
 "Writes FILE gzip-compressed to OUT.gz, one subtask per block, on every\n"
 "core of every host; gunzip restores it byte for byte. Each block is a\n"
@@ -225,7 +226,11 @@ static void usage(void)
 "serial run is zlib over the whole file in one stream, on one core; both\n"
 "times exclude reading FILE and writing OUT.gz.\n"
 "\n"
-"  -o OUT.gz      the output file (replaced if it exists)\n"
+"  -o OUT.gz      the output file; never FILE itself (nor a link to it),\n"
+"                 and not an existing file unless -f. Written to a\n"
+"                 temporary file beside it, renamed once complete: on\n"
+"                 failure (full disk, a signal) no OUT.gz is left\n"
+"  -f, --force    replace OUT.gz if it exists\n"
 "  --level L      zlib level, 0 (store) to 9 (smallest); default %d\n"
 "  --block BYTES  bytes per subtask (default %u, i.e. 1 MiB; 4e6, 4M work\n"
 "                 too); at most %u\n"
@@ -234,6 +239,7 @@ static void usage(void)
 "  --verify       decompress OUT.gz in-process and compare it with FILE;\n"
 "                 exit 1 if they differ\n"
 "\n"
+"Exit status: 0, 1 when --verify fails, 2 for bad arguments or files.\n"
 "Environment: PMLIB_NCPU (CPU stubs per host). Under mpirun every host\n"
 "takes part; host 0 reads FILE, writes OUT.gz and prints the results.\n",
            DEFAULT_LEVEL, DEFAULT_BLOCK, MAX_BLOCK);
@@ -267,7 +273,7 @@ static int parse_value(const char *a, const char *val, struct options *o)
 /* Parsed before pm_init, so that --help and typos start no runtime. */
 static void parse_options(int argc, char **argv, struct options *o)
 {
-    *o = (struct options){NULL, NULL, DEFAULT_LEVEL, DEFAULT_BLOCK, 1, 0};
+    *o = (struct options){NULL, NULL, DEFAULT_LEVEL, DEFAULT_BLOCK, 1, 0, 0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
 
@@ -280,6 +286,8 @@ static void parse_options(int argc, char **argv, struct options *o)
             o->serial = 0;
         } else if (strcmp(a, "--verify") == 0) {
             o->verify = 1;
+        } else if (strcmp(a, "-f") == 0 || strcmp(a, "--force") == 0) {
+            o->force = 1;
         } else if (a[0] == '-' && a[1] != '\0') {
             app_usage_error("compress", "unknown option '%s'", a);
         } else if (o->in != NULL) {
@@ -335,21 +343,12 @@ static void put_le32(unsigned char *p, uint32_t v)
         p[i] = (unsigned char)(v >> (8 * i));
 }
 
-/* Opens the output before any work, so that a bad path fails at once. */
-static FILE *open_output(const char *path)
-{
-    FILE *f = fopen(path, "wb");
-
-    if (f == NULL)
-        fprintf(stderr, "compress: cannot write '%s': %s\n", path, strerror(errno));
-    return f;
-}
-
-/* Header (no name, no time; OS Unix), deflate stream, crc32 and size;
- * closes f. */
-static int write_gzip(FILE *f, const char *path, const unsigned char *body,
+/* Header (no name, no time; OS Unix), deflate stream, crc32 and size,
+ * into the temporary file; renames it onto the output when all is written. */
+static int write_gzip(struct app_out *out, const unsigned char *body,
                       size_t len, uint32_t crc, uint64_t size, int level)
 {
+    FILE *f = out->f;
     unsigned char head[10] = {0x1f, 0x8b, 8, 0, 0, 0, 0, 0,
                               level == 9 ? 2 : level == 1 ? 4 : 0, 3};
     unsigned char tail[8];
@@ -359,10 +358,13 @@ static int write_gzip(FILE *f, const char *path, const unsigned char *body,
     put_le32(tail + 4, (uint32_t)size); /* ISIZE is the size mod 2^32 */
     bad = fwrite(head, 1, 10, f) != 10 || fwrite(body, 1, len, f) != len ||
           fwrite(tail, 1, 8, f) != 8;
-    bad = fclose(f) != 0 || bad;
-    if (bad)
-        fprintf(stderr, "compress: cannot write '%s': %s\n", path, strerror(errno));
-    return bad ? -1 : 0;
+    if (bad) {
+        fprintf(stderr, "compress: cannot write '%s': %s\n", out->path,
+                strerror(errno));
+        app_out_abort(out);
+        return -1;
+    }
+    return app_out_commit(out);
 }
 
 static void print_rate(const char *who, double seconds, uint64_t size,
@@ -497,8 +499,10 @@ static const char *verify(const char *path, const unsigned char *in,
 /* Returns the exit status: 0, 1 for a verify mismatch, 2 for a file error. */
 static int run(const struct options *o)
 {
+    const char *inputs[] = {o->in, NULL};
     uint64_t size;
-    FILE *in = open_input(o->in, &size), *out;
+    FILE *in = open_input(o->in, &size);
+    struct app_out out;
     const char *verdict = "skipped";
     double serial_s, pmlib_s, t0;
     pm_memory_t input, body;
@@ -508,9 +512,14 @@ static int run(const struct options *o)
 
     if (in == NULL)
         return 2;
+    /* before any work: a bad output fails at once */
+    if (app_out_open(&out, "compress", o->out, o->force, inputs) != 0) {
+        fclose(in);
+        return 2;
+    }
     APP_CHECK(pm_memory_create(size > 0 ? size : 1, &input));
-    if (read_all(in, o->in, pm_memory_data(input), size) != 0 ||
-        (out = open_output(o->out)) == NULL) {
+    if (read_all(in, o->in, pm_memory_data(input), size) != 0) {
+        app_out_abort(&out);
         APP_CHECK(pm_memory_release(input));
         return 2;
     }
@@ -523,7 +532,7 @@ static int run(const struct options *o)
 
     t0 = app_now();
     APP_CHECK(pm_memory_size(body, &len));
-    if (write_gzip(out, o->out, pm_memory_data(body), len, crc, size,
+    if (write_gzip(&out, pm_memory_data(body), len, crc, size,
                    (int)o->level) != 0) {
         verdict = NULL;
     } else {

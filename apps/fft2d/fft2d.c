@@ -17,6 +17,7 @@
  * code on one core; --verify compares with one fftwf_plan_dft_2d of the
  * whole array instead, a transform this file did not write.
  */
+#include <errno.h>
 #include <fftw3.h>
 #include <inttypes.h>
 #include <math.h>
@@ -27,6 +28,7 @@
 
 #include "appcommon.h"
 #include "appdevice.h"
+#include "appio.h"
 #include "pmlib.h"
 #if PMLIB_HAVE_CUDA
 #include "fft2d.h"
@@ -45,9 +47,14 @@
 /* FFTW and cuFFT take int sizes and strides; this keeps every index < 2^31. */
 #define MAX_ELEMENTS ((uint64_t)INT32_MAX)
 
-/* Any formula of the index will do, as long as every version uses it. */
-static void fill(fftwf_complex *x, uint64_t n)
+/* The input: the array given (--input), or any formula of the index, as
+ * long as every version uses it. */
+static void fill(fftwf_complex *x, uint64_t n, const fftwf_complex *given)
 {
+    if (given != NULL) {
+        memcpy(x, given, n * sizeof *x);
+        return;
+    }
     for (uint64_t i = 0; i < n; i++) {
         uint64_t h = (i + 1) * 0x9E3779B97F4A7C15u;
 
@@ -288,15 +295,17 @@ static int fft2d_cuda(const pm_subtask_info_t *info, void *stream)
 
 struct options {
     uint64_t rows, cols, subtasks; /* subtasks 0: the apps' default */
-    int devices, serial, verify;
+    int devices, serial, verify, force;
     unsigned runs;
+    const char *input, *output; /* .npy files, or NULL */
 };
 
 static void usage(void)
 {
     printf(
-"usage: fft2d [--rows R] [--cols C] [--subtasks N] [--runs K]\n"
-"             [--device cpu|gpu|all] [--no-serial] [--verify] [--help]\n"
+"usage: fft2d [--rows R] [--cols C | --input A.npy] [--output F.npy] [-f]\n"
+"             [--subtasks N] [--runs K] [--device cpu|gpu|all] [--no-serial]\n"
+"             [--verify] [--help]\n"
 "\n"
 "Forward 2-D FFT, in place, of a rows x cols row-major array of complex\n"
 "floats, as two pmlib tasks: the rows (a block of rows per subtask), then\n"
@@ -304,8 +313,13 @@ static void usage(void)
 "subtasks use FFTW (FFTW_ESTIMATE), GPU subtasks cuFFT. The serial run is\n"
 "the same row-column code on one core.\n"
 "\n"
-"  --rows R, --cols C  array size (default %u x %u; with --verify and no\n"
-"                      size, %u x %u); rows * cols < 2^31\n"
+"  --rows R, --cols C  array size of the generated input (default %u x %u;\n"
+"                      with --verify and no size, %u x %u); rows * cols < 2^31\n"
+"  --input A.npy       transform this array instead: NumPy .npy, complex64\n"
+"                      ('<c8'), 2-D (rows, cols), C order\n"
+"  --output F.npy      write the transform there (complex64, rows x cols);\n"
+"                      never over the input, nor an existing file unless -f\n"
+"  -f, --force         replace the output if it exists\n"
 "  --subtasks N        subtasks per pass (default: about 4 per core and 16\n"
 "                      per GPU in use)\n"
 "  --runs K            run the pmlib transform K times (default 1), each on\n"
@@ -317,6 +331,7 @@ static void usage(void)
 "                      exit 1 when the relative L2 error exceeds %g\n"
 "                      (with --runs, the result of the last run)\n"
 "\n"
+"Exit status: 0, 1 when --verify fails, 2 for bad arguments or files.\n"
 "Environment: PMLIB_NCPU (CPU stubs per host). Under mpirun every host\n"
 "takes part; host 0 owns the array and prints the results.\n",
            DEFAULT_ROWS, DEFAULT_COLS, VERIFY_ROWS, VERIFY_COLS, MAX_REL_ERROR);
@@ -324,6 +339,9 @@ static void usage(void)
 
 static void check_options(struct options *o, int sized)
 {
+    if (sized && o->input != NULL)
+        app_usage_error("fft2d", "--input gives the size; drop --rows and "
+                        "--cols");
     if (!sized && o->verify) {
         o->rows = VERIFY_ROWS;
         o->cols = VERIFY_COLS;
@@ -342,7 +360,7 @@ static void parse_options(int argc, char **argv, struct options *o)
     int sized = 0;
 
     *o = (struct options){DEFAULT_ROWS, DEFAULT_COLS, 0, PM_DEVICE_CPU, 1, 0,
-                          1};
+                          0, 1, NULL, NULL};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
 
@@ -368,6 +386,13 @@ static void parse_options(int argc, char **argv, struct options *o)
             o->serial = 0;
         } else if (strcmp(a, "--verify") == 0) {
             o->verify = 1;
+        } else if (strcmp(a, "-f") == 0 || strcmp(a, "--force") == 0) {
+            o->force = 1;
+        } else if (strcmp(a, "--input") == 0 || strcmp(a, "--output") == 0) {
+            if (val == NULL)
+                app_usage_error("fft2d", "%s needs a file name", a);
+            *(a[2] == 'i' ? &o->input : &o->output) = val;
+            i++;
         } else {
             app_usage_error("fft2d", "unknown option '%s'", a);
         }
@@ -437,7 +462,8 @@ static double rel_error(const float *x, const float *ref, uint64_t n)
 }
 
 /* A new array holding the input, or exit. */
-static fftwf_complex *input_copy(uint64_t n, const char *what)
+static fftwf_complex *input_copy(uint64_t n, const char *what,
+                                 const fftwf_complex *given)
 {
     fftwf_complex *x = fftwf_malloc(n * sizeof *x);
 
@@ -446,12 +472,12 @@ static fftwf_complex *input_copy(uint64_t n, const char *what)
                 what);
         exit(1);
     }
-    fill(x, n);
+    fill(x, n, given);
     return x;
 }
 
 /* Returns the serial run's seconds, or -1 when it is skipped. */
-static double run_serial(const struct options *o)
+static double run_serial(const struct options *o, const fftwf_complex *given)
 {
     fftwf_complex *x;
     double t0;
@@ -459,7 +485,8 @@ static double run_serial(const struct options *o)
 
     if (!o->serial)
         return -1;
-    x = input_copy(o->rows * o->cols, "serial copy (or use --no-serial)");
+    x = input_copy(o->rows * o->cols, "serial copy (or use --no-serial)",
+                   given);
     t0 = app_now();
     rc = fft2d_serial(x, o->rows, o->cols);
     t0 = app_now() - t0;
@@ -473,9 +500,10 @@ static double run_serial(const struct options *o)
 }
 
 /* Compares x with FFTW's 2-D transform; returns "OK" or "MISMATCH". */
-static const char *verify(const struct options *o, const void *x)
+static const char *verify(const struct options *o, const void *x,
+                          const fftwf_complex *given)
 {
-    fftwf_complex *ref = input_copy(o->rows * o->cols, "verify copy");
+    fftwf_complex *ref = input_copy(o->rows * o->cols, "verify copy", given);
     double t0 = app_now(), err;
 
     if (fft2d_fftw(ref, o->rows, o->cols) != 0) {
@@ -490,27 +518,74 @@ static const char *verify(const struct options *o, const void *x)
     return err <= MAX_REL_ERROR ? "OK" : "MISMATCH";
 }
 
-static int run(const struct options *o)
+/*
+ * --input: checks the header, takes its size into o and reads the array;
+ * NULL after one line on stderr.
+ */
+static fftwf_complex *read_input(struct options *o)
 {
-    uint64_t n = o->rows * o->cols;
-    double flops = 5.0 * (double)n * log2((double)n);
+    struct app_npy npy;
+    fftwf_complex *x;
+
+    if (app_npy_open(&npy, "fft2d", o->input, "c8", 2) != 0)
+        return NULL;
+    if (npy.count == 0 || npy.shape[0] > MAX_ELEMENTS / npy.shape[1]) {
+        fprintf(stderr, "fft2d: %s: shape (%" PRIu64 ", %" PRIu64 ") must "
+                "have at least one element and fewer than 2^31\n", o->input,
+                npy.shape[0], npy.shape[1]);
+        app_npy_close(&npy);
+        return NULL;
+    }
+    o->rows = npy.shape[0];
+    o->cols = npy.shape[1];
+    if ((x = fftwf_malloc(npy.count * sizeof *x)) == NULL) {
+        fprintf(stderr, "fft2d: no memory for '%s'\n", o->input);
+        app_npy_close(&npy);
+        return NULL;
+    }
+    if (app_npy_read(&npy, x) != 0) {
+        fftwf_free(x);
+        return NULL;
+    }
+    return x;
+}
+
+/* Returns the exit status: 0, 1 when --verify fails, 2 for a file error. */
+static int run(struct options *o)
+{
+    const char *inputs[] = {o->input, NULL};
+    fftwf_complex *given = NULL;
     const char *verdict = "skipped";
     struct app_runs times = {.runs = o->runs};
-    double serial_s;
+    struct app_out out;
+    double serial_s, flops;
     pm_memory_t data;
+    uint64_t n;
+    int status;
 
     app_require_devices("fft2d", o->devices, PMLIB_HAVE_CUDA);
-    printf("fft2d: %" PRIu64 " x %" PRIu64 " complex floats (%.1f MB) "
+    if (o->input != NULL && (given = read_input(o)) == NULL)
+        return 2;
+    /* before any work: a bad output fails at once */
+    if (o->output != NULL &&
+        app_out_open(&out, "fft2d", o->output, o->force, inputs) != 0) {
+        fftwf_free(given);
+        return 2;
+    }
+    n = o->rows * o->cols;
+    flops = 5.0 * (double)n * log2((double)n);
+    printf("fft2d: %" PRIu64 " x %" PRIu64 " complex floats (%.1f MB, %s) "
            "device=%s hosts=%d\n", o->rows, o->cols,
            (double)n * sizeof(fftwf_complex) / 1e6,
+           o->input != NULL ? o->input : "generated",
            app_device_name(o->devices), pm_host_count());
-    serial_s = run_serial(o);
+    serial_s = run_serial(o, given);
 
     APP_CHECK(pm_memory_create(n * sizeof(fftwf_complex), &data));
     for (unsigned r = 0; r < o->runs; r++) {
         /* In place: every run starts again from the input, filled untimed;
          * the touch tells pmlib the host pointer rewrote it. */
-        fill(pm_memory_data(data), n);
+        fill(pm_memory_data(data), n, given);
         APP_CHECK(pm_memory_touch(data));
         run_pmlib(o, data, &times);
     }
@@ -521,10 +596,26 @@ static int run(const struct options *o)
     printf("\n");
 
     if (o->verify)
-        verdict = verify(o, pm_memory_data(data));
+        verdict = verify(o, pm_memory_data(data), given);
+    status = strcmp(verdict, "MISMATCH") == 0;
+    if (o->output != NULL) {
+        uint64_t shape[2] = {o->rows, o->cols};
+
+        if (app_npy_write(out.f, "c8", 2, shape, pm_memory_data(data)) != 0) {
+            fprintf(stderr, "fft2d: cannot write '%s': %s\n", o->output,
+                    strerror(errno));
+            app_out_abort(&out);
+            status = 2;
+        } else if (app_out_commit(&out) != 0) {
+            status = 2;
+        } else {
+            printf("wrote %s\n", o->output);
+        }
+    }
     app_print_result_runs("fft2d", n, serial_s, &times, verdict);
     APP_CHECK(pm_memory_release(data));
-    return strcmp(verdict, "MISMATCH") == 0;
+    fftwf_free(given);
+    return status;
 }
 
 int main(int argc, char **argv)

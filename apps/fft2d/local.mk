@@ -1,7 +1,8 @@
 # fft2d: a 2-D FFT as two tasks (rows, then strided columns); FFTW on CPUs,
 # cuFFT on GPUs. Included by Makefile.am; built only when configure found
 # single-precision FFTW.
-EXTRA_DIST += kernels/fft2d.cu kernels/fft2d.h tests/apps/fft2d-verify.sh
+EXTRA_DIST += kernels/fft2d.cu kernels/fft2d.h tests/apps/fft2d-verify.sh \
+	tests/apps/fft2d-files.sh
 
 if HAVE_FFTW
 pkglibexec_PROGRAMS += apps/fft2d/fft2d
@@ -24,6 +25,6 @@ kernels/fft2d.$(OBJEXT): kernels/fft2d.cu kernels/fft2d.h
 endif
 
 if PM_TESTS
-TESTS += tests/apps/fft2d-verify.sh
+TESTS += tests/apps/fft2d-verify.sh tests/apps/fft2d-files.sh
 endif
 endif

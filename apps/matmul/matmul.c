@@ -14,6 +14,7 @@
  * stream pmlib gives it.
  */
 #include <cblas.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -22,6 +23,7 @@
 
 #include "appcommon.h"
 #include "appdevice.h"
+#include "appio.h"
 #include "matmul.h" /* enum matmul_kernel, matmul_gpu() */
 #include "pmlib.h"
 
@@ -157,16 +159,17 @@ static int matmul_cuda(const pm_subtask_info_t *info, void *stream)
 struct options {
     uint64_t n, rows, cols;  /* 0: the defaults, chosen once pmlib is up */
     enum matmul_kernel kernel;
-    int devices, serial, verify;
+    int devices, serial, verify, force;
     unsigned runs;
+    const char *a, *b, *output; /* .npy files, or NULL */
 };
 
 static void usage(void)
 {
     printf(
-"usage: matmul [-n N] [--rows R] [--cols W] [--kernel cublas|simple]\n"
-"              [--runs K] [--device cpu|gpu|all] [--no-serial] [--verify]\n"
-"              [--help]\n"
+"usage: matmul [-n N | --a A.npy --b B.npy] [--output C.npy] [-f] [--rows R]\n"
+"              [--cols W] [--kernel cublas|simple] [--runs K]\n"
+"              [--device cpu|gpu|all] [--no-serial] [--verify] [--help]\n"
 "\n"
 "Computes C = A x B for N x N fp32 matrices (row-major, entries uniform in\n"
 "[-1, 1)). Each subtask computes a block of R rows by W columns of C:\n"
@@ -174,7 +177,14 @@ static void usage(void)
 "one single-threaded cblas_sgemm of the whole matrices. Times exclude\n"
 "filling the matrices; the pmlib time covers pm_task_submit + pm_task_wait.\n"
 "\n"
-"  -n N             matrix order (default %u; with --verify %u)\n"
+"  -n N             matrix order of the generated A and B (default %u; with\n"
+"                   --verify %u)\n"
+"  --a A.npy, --b B.npy\n"
+"                   multiply these instead: NumPy .npy, float32 ('<f4'),\n"
+"                   both N x N (N up to %u), C order\n"
+"  --output C.npy   write C there (float32, N x N); never over an input,\n"
+"                   nor an existing file unless -f\n"
+"  -f, --force      replace the output if it exists\n"
 "  --rows R         rows per block (default: about 4 subtasks per core and\n"
 "                   16 per GPU in use, a multiple of %u)\n"
 "  --cols W         columns per block (default N; with k > 1 GPUs on a host,\n"
@@ -192,16 +202,18 @@ static void usage(void)
 "                   error of one fp32 dot product of length N; exit 1 if not\n"
 "                   (with --runs, the product of the last run)\n"
 "\n"
+"Exit status: 0, 1 when --verify fails, 2 for bad arguments or files.\n"
 "Environment: PMLIB_NCPU (CPU stubs per host, default one per core),\n"
 "PMLIB_SCHED (pull, static or proportional), PMLIB_LOG. Under mpirun every\n"
 "host takes part; host 0 owns the matrices and prints the results.\n",
-           DEFAULT_N, VERIFY_N, ROW_GRANULE, MIN_PANEL);
+           DEFAULT_N, VERIFY_N, MAX_N, ROW_GRANULE, MIN_PANEL);
 }
 
 /* Parsed before pm_init, so that --help and typos start no runtime. */
 static void parse_options(int argc, char **argv, struct options *o)
 {
-    *o = (struct options){0, 0, 0, MATMUL_CUBLAS, PM_DEVICE_ANY, 1, 0, 1};
+    *o = (struct options){0, 0, 0, MATMUL_CUBLAS, PM_DEVICE_ANY, 1, 0, 0, 1,
+                          NULL, NULL, NULL};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
 
@@ -241,10 +253,22 @@ static void parse_options(int argc, char **argv, struct options *o)
             o->serial = 0;
         } else if (strcmp(a, "--verify") == 0) {
             o->verify = 1;
+        } else if (strcmp(a, "-f") == 0 || strcmp(a, "--force") == 0) {
+            o->force = 1;
+        } else if (strcmp(a, "--a") == 0 || strcmp(a, "--b") == 0 ||
+                   strcmp(a, "--output") == 0) {
+            if (val == NULL)
+                app_usage_error("matmul", "%s needs a file name", a);
+            *(a[2] == 'a' ? &o->a : a[2] == 'b' ? &o->b : &o->output) = val;
+            i++;
         } else {
             app_usage_error("matmul", "unknown option '%s'", a);
         }
     }
+    if ((o->a == NULL) != (o->b == NULL))
+        app_usage_error("matmul", "give both --a and --b");
+    if (o->a != NULL && o->n != 0)
+        app_usage_error("matmul", "--a and --b give the size; drop -n");
     if (o->n == 0)
         o->n = o->verify ? VERIFY_N : DEFAULT_N;
     if (o->verify && !o->serial)
@@ -395,27 +419,115 @@ static void default_blocks(const struct options *o, struct matmul_conf *cf)
     cf->rows = cf->rows < cf->n ? cf->rows : cf->n;
 }
 
-static int run(const struct options *o)
+/* Opens one of --a, --b: float32, N x N; -1 after one line. */
+static int open_matrix(struct app_npy *npy, const char *path)
 {
-    struct matmul_conf cf = {o->n, o->rows, o->cols, o->kernel};
-    size_t bytes = o->n * o->n * sizeof(float);
+    if (app_npy_open(npy, "matmul", path, "f4", 2) != 0)
+        return -1;
+    if (npy->shape[0] != npy->shape[1] || npy->shape[0] == 0 ||
+        npy->shape[0] > MAX_N) {
+        fprintf(stderr, "matmul: %s: shape (%" PRIu64 ", %" PRIu64 ") is not "
+                "N x N with N from 1 to %u\n", path, npy->shape[0],
+                npy->shape[1], MAX_N);
+        app_npy_close(npy);
+        return -1;
+    }
+    return 0;
+}
+
+/*
+ * Checks --a and --b and takes their order into o->n before anything is
+ * allocated; the data is read later, straight into the memories.
+ */
+static int open_inputs(struct options *o, struct app_npy npy[2])
+{
+    if (open_matrix(&npy[0], o->a) != 0)
+        return -1;
+    if (open_matrix(&npy[1], o->b) != 0) {
+        app_npy_close(&npy[0]);
+        return -1;
+    }
+    if (npy[0].shape[0] != npy[1].shape[0]) {
+        fprintf(stderr, "matmul: %s is %" PRIu64 " x %" PRIu64 " but %s is %"
+                PRIu64 " x %" PRIu64 "; give matrices of one order\n", o->a,
+                npy[0].shape[0], npy[0].shape[0], o->b, npy[1].shape[0],
+                npy[1].shape[0]);
+        app_npy_close(&npy[0]);
+        app_npy_close(&npy[1]);
+        return -1;
+    }
+    o->n = npy[0].shape[0];
+    return 0;
+}
+
+/* Writes C to the output opened before the work; 0 or 2. */
+static int write_output(struct app_out *out, const float *c, uint64_t n)
+{
+    uint64_t shape[2] = {n, n};
+
+    if (app_npy_write(out->f, "f4", 2, shape, c) != 0) {
+        fprintf(stderr, "matmul: cannot write '%s': %s\n", out->path,
+                strerror(errno));
+        app_out_abort(out);
+        return 2;
+    }
+    if (app_out_commit(out) != 0)
+        return 2;
+    printf("wrote %s\n", out->path);
+    return 0;
+}
+
+/* Returns the exit status: 0, 1 when --verify fails, 2 for a file error. */
+static int run(struct options *o)
+{
+    const char *inputs[] = {o->a, o->b, NULL};
+    struct app_npy npy[2];
+    struct app_out out;
+    struct matmul_conf cf;
+    size_t bytes;
     pm_memory_t a, b, c;
     float *ref = NULL;
     double serial_s;
     struct app_runs times = {.runs = o->runs};
     const char *verdict = "skipped";
+    int status;
 
     app_require_devices("matmul", o->devices, PMLIB_HAVE_CUDA);
+    if (o->a != NULL && open_inputs(o, npy) != 0)
+        return 2;
+    /* before any work: a bad output fails at once */
+    if (o->output != NULL &&
+        app_out_open(&out, "matmul", o->output, o->force, inputs) != 0) {
+        if (o->a != NULL) {
+            app_npy_close(&npy[0]);
+            app_npy_close(&npy[1]);
+        }
+        return 2;
+    }
+    cf = (struct matmul_conf){o->n, o->rows, o->cols, o->kernel};
+    bytes = o->n * o->n * sizeof(float);
     default_blocks(o, &cf);
     printf("matmul: n=%" PRIu64 " rows=%" PRIu64 " cols=%" PRIu64
-           " subtasks=%" PRIu64 " device=%s kernel=%s hosts=%d\n", cf.n,
-           cf.rows, cf.cols, subtask_count(&cf), app_device_name(o->devices),
-           cf.kernel == MATMUL_SIMPLE ? "simple" : "cublas", pm_host_count());
+           " subtasks=%" PRIu64 " device=%s kernel=%s hosts=%d%s%s%s%s\n",
+           cf.n, cf.rows, cf.cols, subtask_count(&cf),
+           app_device_name(o->devices),
+           cf.kernel == MATMUL_SIMPLE ? "simple" : "cublas", pm_host_count(),
+           o->a != NULL ? " a=" : "", o->a != NULL ? o->a : "",
+           o->a != NULL ? " b=" : "", o->a != NULL ? o->b : "");
 
     APP_CHECK(pm_memory_create(bytes, &a));
     APP_CHECK(pm_memory_create(bytes, &b));
     APP_CHECK(pm_memory_create(bytes, &c));
-    fill(pm_memory_data(a), pm_memory_data(b), cf.n);
+    if (o->a == NULL) {
+        fill(pm_memory_data(a), pm_memory_data(b), cf.n);
+    } else if (app_npy_read(&npy[0], pm_memory_data(a)) != 0 ||
+               app_npy_read(&npy[1], pm_memory_data(b)) != 0) {
+        app_npy_close(&npy[1]);
+        if (o->output != NULL)
+            app_out_abort(&out);
+        status = 2;
+        goto release;
+    }
     APP_CHECK(pm_memory_touch(a)); /* written through the host pointers */
     APP_CHECK(pm_memory_touch(b));
 
@@ -433,12 +545,16 @@ static int run(const struct options *o)
                                pm_memory_data(b), cf.n) ? "OK" : "MISMATCH";
         printf("verify: %s\n", verdict);
     }
+    status = strcmp(verdict, "MISMATCH") == 0;
+    if (o->output != NULL && write_output(&out, pm_memory_data(c), cf.n) != 0)
+        status = 2;
     app_print_result_runs("matmul", cf.n, serial_s, &times, verdict);
+release:
     APP_CHECK(pm_memory_release(c));
     APP_CHECK(pm_memory_release(b));
     APP_CHECK(pm_memory_release(a));
     free(ref);
-    return strcmp(verdict, "MISMATCH") == 0;
+    return status;
 }
 
 int main(int argc, char **argv)

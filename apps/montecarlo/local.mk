@@ -1,7 +1,8 @@
 # apps/montecarlo, included by Makefile.am: Monte Carlo prices of European
 # options, a block of options per subtask. Its GPU code is
 # kernels/montecarlo.cu (cuRAND device API).
-EXTRA_DIST += kernels/montecarlo.cu tests/apps/montecarlo-verify.sh
+EXTRA_DIST += kernels/montecarlo.cu tests/apps/montecarlo-verify.sh \
+	tests/apps/montecarlo-files.sh
 
 pkglibexec_PROGRAMS += apps/montecarlo/montecarlo
 apps_montecarlo_montecarlo_SOURCES = apps/montecarlo/montecarlo.c \
@@ -26,5 +27,5 @@ kernels/montecarlo.$(OBJEXT): kernels/montecarlo.cu kernels/montecarlo.h
 endif
 
 if PM_TESTS
-TESTS += tests/apps/montecarlo-verify.sh
+TESTS += tests/apps/montecarlo-verify.sh tests/apps/montecarlo-files.sh
 endif

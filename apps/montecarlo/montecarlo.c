@@ -8,14 +8,18 @@
  * the GPU cuRAND, so CPU and GPU prices differ, within Monte Carlo error.
  * --verify compares every price with the Black-Scholes formula.
  */
+#include <ctype.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h> /* strncasecmp */
 
 #include "appcommon.h"
 #include "appdevice.h"
+#include "appio.h"
 #include "montecarlo.h" /* struct mc_option, struct mc_price */
 #include "pmlib.h"
 
@@ -180,13 +184,15 @@ static int montecarlo_cuda(const pm_subtask_info_t *info, void *stream)
 
 struct options {
     uint64_t count, paths, per, seed; /* count, paths, per 0: the defaults */
-    int devices, serial, verify;
+    int devices, serial, verify, force;
+    const char *input, *output; /* CSV files, or NULL */
 };
 
 static void usage(void)
 {
     printf(
-"usage: montecarlo [--options N] [--paths P] [--per K] [--seed S]\n"
+"usage: montecarlo [--options N | --input OPTIONS.csv] [--output PRICES.csv]\n"
+"                  [-f] [--paths P] [--per K] [--seed S]\n"
 "                  [--device cpu|gpu|all] [--no-serial] [--verify] [--help]\n"
 "\n"
 "Prices N European calls and puts, each by P paths of geometric Brownian\n"
@@ -198,6 +204,15 @@ static void usage(void)
 "cuRAND (Philox) and one block per option.\n"
 "\n"
 "  --options N      options (default %u; with --verify %u)\n"
+"  --input FILE     price these options instead: one per line,\n"
+"                   'S, K, T, r, sigma' (spot, strike, years, rate, volatility;\n"
+"                   S, K, T, sigma > 0); blank lines, lines starting with #\n"
+"                   and a first line 'S,K,T,r,sigma' are skipped\n"
+"  --output FILE    write the prices there as CSV, a header line\n"
+"                   'call,put,call_se,put_se' then one line per option, in\n"
+"                   order; never over the input, nor an existing file\n"
+"                   unless -f\n"
+"  -f, --force      replace the output if it exists\n"
 "  --paths P        paths per option, at least 2 (default %u; with --verify\n"
 "                   %u)\n"
 "  --per K          options per subtask (default: about 4 subtasks per core\n"
@@ -210,6 +225,7 @@ static void usage(void)
 "                   [0.5, 2] (1 expected); exit 1 if not. A correct run fails\n"
 "                   with probability about 6e-5 per price checked.\n"
 "\n"
+"Exit status: 0, 1 when --verify fails, 2 for bad arguments or files.\n"
 "Environment: PMLIB_NCPU (CPU stubs per host, default one per core),\n"
 "PMLIB_SCHED (pull, static or proportional), PMLIB_LOG. Under mpirun every\n"
 "host takes part; host 0 owns the options and prints the results.\n",
@@ -220,7 +236,8 @@ static void usage(void)
 /* Parsed before pm_init, so that --help and typos start no runtime. */
 static void parse_options(int argc, char **argv, struct options *o)
 {
-    *o = (struct options){0, 0, 0, DEFAULT_SEED, PM_DEVICE_ANY, 1, 0};
+    *o = (struct options){0, 0, 0, DEFAULT_SEED, PM_DEVICE_ANY, 1, 0, 0, NULL,
+                          NULL};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
 
@@ -252,10 +269,20 @@ static void parse_options(int argc, char **argv, struct options *o)
             o->serial = 0;
         } else if (strcmp(a, "--verify") == 0) {
             o->verify = 1;
+        } else if (strcmp(a, "-f") == 0 || strcmp(a, "--force") == 0) {
+            o->force = 1;
+        } else if (strcmp(a, "--input") == 0 || strcmp(a, "--output") == 0) {
+            if (val == NULL)
+                app_usage_error("montecarlo", "%s needs a file name", a);
+            *(a[2] == 'i' ? &o->input : &o->output) = val;
+            i++;
         } else {
             app_usage_error("montecarlo", "unknown option '%s'", a);
         }
     }
+    if (o->input != NULL && o->count != 0)
+        app_usage_error("montecarlo", "--input gives the options; drop "
+                        "--options");
     if (o->count == 0)
         o->count = o->verify ? VERIFY_OPTIONS : DEFAULT_OPTIONS;
     if (o->paths == 0)
@@ -391,27 +418,188 @@ static double run_serial(const struct options *o,
     return seconds;
 }
 
-static int run(const struct options *o)
+/* ------------------------------------------------------------------------ */
+/* Option and price files                                                    */
+/* ------------------------------------------------------------------------ */
+
+#define CSV_FIELDS 5
+static const char *const csv_names[CSV_FIELDS] = {"S", "K", "T", "r", "sigma"};
+
+/* Whether line is the header "S,K,T,r,sigma" (any case, any spaces). */
+static int is_header(const char *line)
 {
-    struct montecarlo_conf cf = {o->count, o->per, o->paths, o->seed};
+    const char *p = line;
+
+    for (int k = 0; k < CSV_FIELDS; k++) {
+        size_t n = strlen(csv_names[k]);
+
+        p += strspn(p, " \t");
+        if (strncasecmp(p, csv_names[k], n) != 0)
+            return 0;
+        p += n + strspn(p + n, " \t");
+        if (k + 1 < CSV_FIELDS && *p++ != ',')
+            return 0;
+    }
+    return p[strspn(p, " \t\r\n")] == '\0';
+}
+
+/*
+ * One line "S, K, T, r, sigma" into op; 0, or -1 with *why set and *field
+ * the field at fault (-1: the line as a whole).
+ */
+static int parse_option(const char *line, struct mc_option *op, int *field,
+                        const char **why)
+{
+    double v[CSV_FIELDS];
+    const char *p = line;
+    char *end;
+
+    for (int k = 0; k < CSV_FIELDS; k++) {
+        *field = k;
+        p += strspn(p, " \t");
+        errno = 0;
+        v[k] = strtod(p, &end);
+        if (end == p || errno == ERANGE || !isfinite(v[k]))
+            return *why = "is not a finite number", -1;
+        if (k != 3 && !(v[k] > 0))
+            return *why = "must be > 0", -1;
+        p = end + strspn(end, " \t");
+        if (k + 1 < CSV_FIELDS && *p++ != ',') {
+            *field = -1;
+            return *why = "has fewer than 5 comma-separated fields", -1;
+        }
+    }
+    if (p[strspn(p, " \t\r\n")] != '\0') {
+        *field = -1;
+        return *why = "has more than 5 fields, or text after sigma", -1;
+    }
+    *op = (struct mc_option){v[0], v[1], v[2], v[3], v[4]};
+    return 0;
+}
+
+/* Reads --input into a new array and its length into *count; NULL after
+ * one line naming the file, line and field. */
+static struct mc_option *read_options(const char *path, uint64_t *count)
+{
+    FILE *f = fopen(path, "r");
+    struct mc_option *opt = NULL, *more;
+    uint64_t n = 0, cap = 0, lineno = 0;
+    char *line = NULL;
+    size_t len = 0;
+    int ok = f != NULL, field, data_seen = 0;
+    const char *why;
+
+    if (f == NULL)
+        fprintf(stderr, "montecarlo: cannot read '%s': %s\n", path,
+                strerror(errno));
+    while (ok && getline(&line, &len, f) >= 0) {
+        const char *p = line + strspn(line, " \t\r\n");
+
+        lineno++;
+        if (*p == '\0' || *p == '#' || (!data_seen && is_header(line)))
+            continue;
+        data_seen = 1;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 1024;
+            if ((more = realloc(opt, cap * sizeof *opt)) == NULL) {
+                fprintf(stderr, "montecarlo: no memory for the options of "
+                        "'%s'\n", path);
+                ok = 0;
+                break;
+            }
+            opt = more;
+        }
+        if (parse_option(line, &opt[n], &field, &why) != 0) {
+            fprintf(stderr, "montecarlo: %s:%" PRIu64 ": %s %s; expected "
+                    "'S, K, T, r, sigma'\n", path, lineno,
+                    field >= 0 ? csv_names[field] : "the line", why);
+            ok = 0;
+        } else if (++n > 0x7fffffff) {
+            fprintf(stderr, "montecarlo: %s: more than 2^31 - 1 options\n",
+                    path);
+            ok = 0;
+        }
+    }
+    if (ok && ferror(f)) {
+        fprintf(stderr, "montecarlo: cannot read '%s': %s\n", path,
+                strerror(errno));
+        ok = 0;
+    } else if (ok && n == 0) {
+        fprintf(stderr, "montecarlo: '%s' has no options\n", path);
+        ok = 0;
+    }
+    free(line);
+    if (f != NULL)
+        fclose(f);
+    if (!ok) {
+        free(opt);
+        return NULL;
+    }
+    *count = n;
+    return opt;
+}
+
+/* Writes the prices to the output opened before the work; 0 or 2. */
+static int write_prices(struct app_out *out, const struct mc_price *price,
+                        uint64_t count)
+{
+    int bad = fprintf(out->f, "call,put,call_se,put_se\n") < 0;
+
+    for (uint64_t i = 0; i < count && !bad; i++)
+        bad = fprintf(out->f, "%.10g,%.10g,%.6g,%.6g\n", price[i].call,
+                      price[i].put, price[i].call_se, price[i].put_se) < 0;
+    if (bad) {
+        fprintf(stderr, "montecarlo: cannot write '%s': %s\n", out->path,
+                strerror(errno));
+        app_out_abort(out);
+        return 2;
+    }
+    if (app_out_commit(out) != 0)
+        return 2;
+    printf("wrote %s\n", out->path);
+    return 0;
+}
+
+/* Returns the exit status: 0, 1 when --verify fails, 2 for a file error. */
+static int run(struct options *o)
+{
+    const char *inputs[] = {o->input, NULL};
+    struct mc_option *given = NULL;
+    struct montecarlo_conf cf;
+    struct app_out out;
     pm_memory_t opt, price;
     pm_task_stats_t st = {0};
     double serial_s, pmlib_s;
     const char *verdict = "skipped";
+    int status;
 
     app_require_devices("montecarlo", o->devices, PMLIB_HAVE_CUDA);
+    if (o->input != NULL && (given = read_options(o->input, &o->count)) == NULL)
+        return 2;
+    /* before any work: a bad output fails at once */
+    if (o->output != NULL &&
+        app_out_open(&out, "montecarlo", o->output, o->force, inputs) != 0) {
+        free(given);
+        return 2;
+    }
+    cf = (struct montecarlo_conf){o->count, o->per, o->paths, o->seed};
     if (cf.per == 0)
         cf.per = app_default_per_subtask_on(cf.count, 1, o->devices);
     if (cf.per > cf.count)
         cf.per = cf.count;
-    printf("montecarlo: options=%" PRIu64 " paths=%" PRIu64 " per=%" PRIu64
-           " subtasks=%" PRIu64 " seed=%" PRIu64 " device=%s hosts=%d\n",
-           cf.count, cf.paths, cf.per, subtask_count(&cf), cf.seed,
+    printf("montecarlo: options=%" PRIu64 " (%s) paths=%" PRIu64 " per=%"
+           PRIu64 " subtasks=%" PRIu64 " seed=%" PRIu64 " device=%s "
+           "hosts=%d\n", cf.count, o->input != NULL ? o->input : "generated",
+           cf.paths, cf.per, subtask_count(&cf), cf.seed,
            app_device_name(o->devices), pm_host_count());
 
     APP_CHECK(pm_memory_create(cf.count * sizeof(struct mc_option), &opt));
     APP_CHECK(pm_memory_create(cf.count * sizeof(struct mc_price), &price));
-    make_options(pm_memory_data(opt), cf.count, cf.seed);
+    if (given != NULL)
+        memcpy(pm_memory_data(opt), given, cf.count * sizeof *given);
+    else
+        make_options(pm_memory_data(opt), cf.count, cf.seed);
+    free(given);
     APP_CHECK(pm_memory_touch(opt)); /* written through the host pointer */
 
     serial_s = run_serial(o, &cf, pm_memory_data(opt));
@@ -421,11 +609,15 @@ static int run(const struct options *o)
                                cf.count) ? "OK" : "MISMATCH";
         printf("verify: %s\n", verdict);
     }
+    status = strcmp(verdict, "MISMATCH") == 0;
+    if (o->output != NULL &&
+        write_prices(&out, pm_memory_data(price), cf.count) != 0)
+        status = 2;
     app_print_result("montecarlo", cf.count, serial_s, pmlib_s, &st,
                      verdict);
     APP_CHECK(pm_memory_release(price));
     APP_CHECK(pm_memory_release(opt));
-    return strcmp(verdict, "MISMATCH") == 0;
+    return status;
 }
 
 int main(int argc, char **argv)

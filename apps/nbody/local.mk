@@ -1,6 +1,7 @@
 # apps/nbody, included by Makefile.am: all-pairs gravity, one task per time
 # step, double-buffered positions. Its GPU code is kernels/nbody.cu.
-EXTRA_DIST += kernels/nbody.cu tests/apps/nbody-verify.sh
+EXTRA_DIST += kernels/nbody.cu tests/apps/nbody-verify.sh \
+	tests/apps/nbody-files.sh
 
 pkglibexec_PROGRAMS += apps/nbody/nbody
 apps_nbody_nbody_SOURCES = apps/nbody/nbody.c kernels/nbody.h
@@ -24,5 +25,5 @@ kernels/nbody.$(OBJEXT): kernels/nbody.cu kernels/nbody.h
 endif
 
 if PM_TESTS
-TESTS += tests/apps/nbody-verify.sh
+TESTS += tests/apps/nbody-verify.sh tests/apps/nbody-files.sh
 endif

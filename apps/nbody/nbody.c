@@ -9,6 +9,7 @@
  * tasks are submitted at once: pmlib runs them in order, since each writes
  * what the next one reads.
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -17,6 +18,7 @@
 
 #include "appcommon.h"
 #include "appdevice.h"
+#include "appio.h"
 #include "nbody.h" /* nbody_gpu_step() */
 #include "pmlib.h"
 
@@ -183,14 +185,16 @@ static int nbody_cuda(const pm_subtask_info_t *info, void *stream)
 
 struct options {
     uint64_t n, steps, block; /* n, block 0: the defaults */
-    int devices, serial, verify;
+    int devices, serial, verify, force;
+    const char *input, *output; /* .npy files, or NULL */
 };
 
 static void usage(void)
 {
     printf(
-"usage: nbody [-n N] [--steps T] [--block B] [--device cpu|gpu|all]\n"
-"             [--no-serial] [--verify] [--help]\n"
+"usage: nbody [-n N | --input BODIES.npy] [--output BODIES.npy] [-f]\n"
+"             [--steps T] [--block B] [--device cpu|gpu|all] [--no-serial]\n"
+"             [--verify] [--help]\n"
 "\n"
 "Simulates N bodies under all-pairs gravity (G = 1, softening eps^2 = %g)\n"
 "in float for T steps of dt = %g: each step adds a_i dt to every velocity,\n"
@@ -202,6 +206,13 @@ static void usage(void)
 "pmlib time covers submitting the T tasks and waiting for them.\n"
 "\n"
 "  -n N             bodies (default %u; with --verify %u)\n"
+"  --input FILE     start from these bodies instead: NumPy .npy, float32\n"
+"                   ('<f4'), N x 7, a row per body: x y z vx vy vz m\n"
+"                   (finite, m >= 0)\n"
+"  --output FILE    write the bodies after the last step there, in the same\n"
+"                   form; never over the input, nor an existing file\n"
+"                   unless -f\n"
+"  -f, --force      replace the output if it exists\n"
 "  --steps T        time steps (default %u)\n"
 "  --block B        bodies per subtask (default: about 4 subtasks per core\n"
 "                   and 16 per GPU in use, a multiple of %u)\n"
@@ -213,6 +224,7 @@ static void usage(void)
 "                   Meant for short runs: over many steps, close encounters\n"
 "                   amplify the rounding differences of GPUs (rsqrtf, order)\n"
 "\n"
+"Exit status: 0, 1 when --verify fails, 2 for bad arguments or files.\n"
 "Environment: PMLIB_NCPU (CPU stubs per host, default one per core),\n"
 "PMLIB_SCHED (pull, static or proportional), PMLIB_LOG. Under mpirun every\n"
 "host takes part; host 0 owns the bodies and prints the results.\n",
@@ -223,7 +235,8 @@ static void usage(void)
 /* Parsed before pm_init, so that --help and typos start no runtime. */
 static void parse_options(int argc, char **argv, struct options *o)
 {
-    *o = (struct options){0, DEFAULT_STEPS, 0, PM_DEVICE_ANY, 1, 0};
+    *o = (struct options){0, DEFAULT_STEPS, 0, PM_DEVICE_ANY, 1, 0, 0, NULL,
+                          NULL};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
 
@@ -252,10 +265,19 @@ static void parse_options(int argc, char **argv, struct options *o)
             o->serial = 0;
         } else if (strcmp(a, "--verify") == 0) {
             o->verify = 1;
+        } else if (strcmp(a, "-f") == 0 || strcmp(a, "--force") == 0) {
+            o->force = 1;
+        } else if (strcmp(a, "--input") == 0 || strcmp(a, "--output") == 0) {
+            if (val == NULL)
+                app_usage_error("nbody", "%s needs a file name", a);
+            *(a[2] == 'i' ? &o->input : &o->output) = val;
+            i++;
         } else {
             app_usage_error("nbody", "unknown option '%s'", a);
         }
     }
+    if (o->input != NULL && o->n != 0)
+        app_usage_error("nbody", "--input gives the bodies; drop -n");
     if (o->n == 0)
         o->n = o->verify ? VERIFY_N : DEFAULT_N;
     if (o->verify && !o->serial)
@@ -375,7 +397,7 @@ static double max_dist(const struct vec4 *a, const struct vec4 *b, uint64_t n)
 static double momentum_drift(const struct vec4 *pos, const struct vec4 *vel,
                              uint64_t n, const double p0[3])
 {
-    double p[3] = {0, 0, 0}, scale = 0;
+    double p[3] = {0, 0, 0}, scale = 0, dp;
 
     for (uint64_t i = 0; i < n; i++) {
         double m = pos[i].w;
@@ -385,8 +407,9 @@ static double momentum_drift(const struct vec4 *pos, const struct vec4 *vel,
                           (double)vel[i].y * vel[i].y +
                           (double)vel[i].z * vel[i].z);
     }
-    return sqrt((p[0] - p0[0]) * (p[0] - p0[0]) + (p[1] - p0[1]) *
-                (p[1] - p0[1]) + (p[2] - p0[2]) * (p[2] - p0[2])) / scale;
+    dp = sqrt((p[0] - p0[0]) * (p[0] - p0[0]) + (p[1] - p0[1]) *
+              (p[1] - p0[1]) + (p[2] - p0[2]) * (p[2] - p0[2]));
+    return scale > 0 ? dp / scale : dp; /* bodies at rest: no scale */
 }
 
 /*
@@ -418,21 +441,136 @@ static int close_enough(const struct options *o, const struct vec4 *pos,
     return ex <= 1e-3 && ev <= 1e-3 && dp <= 1e-5;
 }
 
-static int run(const struct options *o)
+/* The columns of a body in a bodies file: x y z vx vy vz m. */
+#define BODY_COLUMNS 7
+
+/*
+ * --input: checks the file and reads it into *pos and *vel (allocated
+ * here); takes its count into o->n. -1 after one line naming the file and,
+ * for a bad body, its row.
+ */
+static int read_bodies(struct options *o, struct vec4 **pos, struct vec4 **vel)
 {
-    struct nbody_conf cf = {o->n, o->block, DT, EPS2};
-    size_t bytes = o->n * sizeof(struct vec4);
-    struct vec4 *pos0 = malloc(bytes), *vel0 = malloc(bytes);
+    struct app_npy npy;
+    float *rows = NULL;
+    uint64_t n;
+
+    if (app_npy_open(&npy, "nbody", o->input, "f4", 2) != 0)
+        return -1;
+    n = npy.shape[0];
+    if (npy.shape[1] != BODY_COLUMNS || n == 0 || n > MAX_N) {
+        fprintf(stderr, "nbody: %s: shape (%" PRIu64 ", %" PRIu64 ") is not "
+                "N x %d (x y z vx vy vz m) with N from 1 to %u\n", o->input,
+                n, npy.shape[1], BODY_COLUMNS, MAX_N);
+        app_npy_close(&npy);
+        return -1;
+    }
+    rows = malloc(n * BODY_COLUMNS * sizeof *rows);
+    *pos = malloc(n * sizeof **pos);
+    *vel = malloc(n * sizeof **vel);
+    if (rows == NULL || *pos == NULL || *vel == NULL) {
+        fprintf(stderr, "nbody: no memory for the %" PRIu64 " bodies of '%s'\n",
+                n, o->input);
+        app_npy_close(&npy);
+        goto fail;
+    }
+    if (app_npy_read(&npy, rows) != 0)
+        goto fail;
+    for (uint64_t i = 0; i < n; i++) {
+        const float *r = rows + i * BODY_COLUMNS;
+
+        for (int k = 0; k < BODY_COLUMNS; k++) {
+            if (!isfinite(r[k]) || (k == 6 && r[k] < 0)) {
+                fprintf(stderr, "nbody: %s: body %" PRIu64 " (row %" PRIu64
+                        "): %s is %g; give finite values and masses >= 0\n",
+                        o->input, i, i, (const char *[]){"x", "y", "z", "vx",
+                        "vy", "vz", "m"}[k], (double)r[k]);
+                goto fail;
+            }
+        }
+        (*pos)[i] = (struct vec4){r[0], r[1], r[2], r[6]};
+        (*vel)[i] = (struct vec4){r[3], r[4], r[5], 0.0f};
+    }
+    free(rows);
+    o->n = n;
+    return 0;
+fail:
+    free(rows);
+    free(*pos);
+    free(*vel);
+    *pos = *vel = NULL;
+    return -1;
+}
+
+/* Writes the bodies as rows x y z vx vy vz m to the output opened before
+ * the work; 0 or 2. */
+static int write_bodies(struct app_out *out, const struct vec4 *pos,
+                        const struct vec4 *vel, uint64_t n)
+{
+    float *rows = malloc(n * BODY_COLUMNS * sizeof *rows);
+    uint64_t shape[2] = {n, BODY_COLUMNS};
+    int rc;
+
+    if (rows == NULL) {
+        fprintf(stderr, "nbody: no memory to write '%s'\n", out->path);
+        app_out_abort(out);
+        return 2;
+    }
+    for (uint64_t i = 0; i < n; i++) {
+        float *r = rows + i * BODY_COLUMNS;
+
+        r[0] = pos[i].x, r[1] = pos[i].y, r[2] = pos[i].z;
+        r[3] = vel[i].x, r[4] = vel[i].y, r[5] = vel[i].z, r[6] = pos[i].w;
+    }
+    rc = app_npy_write(out->f, "f4", 2, shape, rows);
+    free(rows);
+    if (rc != 0) {
+        fprintf(stderr, "nbody: cannot write '%s': %s\n", out->path,
+                strerror(errno));
+        app_out_abort(out);
+        return 2;
+    }
+    if (app_out_commit(out) != 0)
+        return 2;
+    printf("wrote %s\n", out->path);
+    return 0;
+}
+
+/* Returns the exit status: 0, 1 when --verify fails, 2 for a file error. */
+static int run(struct options *o)
+{
+    const char *inputs[] = {o->input, NULL};
+    struct nbody_conf cf;
+    size_t bytes;
+    struct vec4 *pos0 = NULL, *vel0 = NULL;
     struct vec4 *ref[3] = {NULL, NULL, NULL};
     pm_memory_t pos[2], vel;
     pm_task_stats_t st = {0};
+    struct app_out out;
     double serial_s, pmlib_s;
     const char *verdict = "skipped";
+    int status;
 
     app_require_devices("nbody", o->devices, PMLIB_HAVE_CUDA);
-    if (pos0 == NULL || vel0 == NULL) {
-        fprintf(stderr, "nbody: no memory for %" PRIu64 " bodies\n", o->n);
-        exit(1);
+    if (o->input != NULL && read_bodies(o, &pos0, &vel0) != 0)
+        return 2;
+    /* before any work: a bad output fails at once */
+    if (o->output != NULL &&
+        app_out_open(&out, "nbody", o->output, o->force, inputs) != 0) {
+        free(pos0);
+        free(vel0);
+        return 2;
+    }
+    cf = (struct nbody_conf){o->n, o->block, DT, EPS2};
+    bytes = o->n * sizeof(struct vec4);
+    if (o->input == NULL) {
+        pos0 = malloc(bytes);
+        vel0 = malloc(bytes);
+        if (pos0 == NULL || vel0 == NULL) {
+            fprintf(stderr, "nbody: no memory for %" PRIu64 " bodies\n", o->n);
+            exit(1);
+        }
+        init_bodies(pos0, vel0, cf.n);
     }
     if (cf.block == 0)
         cf.block = app_default_per_subtask_on(cf.n, BLOCK_GRANULE,
@@ -440,11 +578,11 @@ static int run(const struct options *o)
     if (cf.block > cf.n)
         cf.block = cf.n;
     printf("nbody: n=%" PRIu64 " steps=%" PRIu64 " block=%" PRIu64
-           " subtasks/step=%" PRIu64 " device=%s hosts=%d\n", cf.n, o->steps,
-           cf.block, subtask_count(&cf), app_device_name(o->devices),
-           pm_host_count());
+           " subtasks/step=%" PRIu64 " device=%s hosts=%d%s%s\n", cf.n,
+           o->steps, cf.block, subtask_count(&cf), app_device_name(o->devices),
+           pm_host_count(), o->input != NULL ? " input=" : "",
+           o->input != NULL ? o->input : "");
 
-    init_bodies(pos0, vel0, cf.n);
     APP_CHECK(pm_memory_create(bytes, &pos[0]));
     APP_CHECK(pm_memory_create(bytes, &pos[1]));
     APP_CHECK(pm_memory_create(bytes, &vel));
@@ -461,6 +599,11 @@ static int run(const struct options *o)
                   ? "OK" : "MISMATCH";
         printf("verify: %s\n", verdict);
     }
+    status = strcmp(verdict, "MISMATCH") == 0;
+    if (o->output != NULL &&
+        write_bodies(&out, pm_memory_data(pos[o->steps % 2]),
+                     pm_memory_data(vel), cf.n) != 0)
+        status = 2;
     app_print_result("nbody", cf.n, serial_s, pmlib_s, &st, verdict);
     APP_CHECK(pm_memory_release(vel));
     APP_CHECK(pm_memory_release(pos[1]));
@@ -469,7 +612,7 @@ static int run(const struct options *o)
         free(ref[k]);
     free(pos0);
     free(vel0);
-    return strcmp(verdict, "MISMATCH") == 0;
+    return status;
 }
 
 int main(int argc, char **argv)

@@ -1,10 +1,12 @@
 # pagerank: PageRank, one task per iteration, pull over in-edges in CSR.
 # Included by Makefile.am.
 EXTRA_DIST += kernels/pagerank.cu kernels/pagerank.h \
-	tests/apps/pagerank-verify.sh
+	tests/apps/pagerank-verify.sh \
+	tests/apps/pagerank-files.sh
 
 pkglibexec_PROGRAMS += apps/pagerank/pagerank
-apps_pagerank_pagerank_SOURCES = apps/pagerank/pagerank.c
+apps_pagerank_pagerank_SOURCES = apps/pagerank/pagerank.c apps/pagerank/pagefiles.c \
+	apps/pagerank/pagefiles.h
 apps_pagerank_pagerank_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/apps/common \
 	-I$(top_srcdir)/kernels
 apps_pagerank_pagerank_LDADD = $(APP_LDADD)
@@ -22,5 +24,5 @@ kernels/pagerank.$(OBJEXT): kernels/pagerank.cu kernels/pagerank.h
 endif
 
 if PM_TESTS
-TESTS += tests/apps/pagerank-verify.sh
+TESTS += tests/apps/pagerank-verify.sh tests/apps/pagerank-files.sh
 endif

@@ -37,6 +37,8 @@
 
 #include "appcommon.h"
 #include "appdevice.h"
+#include "appio.h"
+#include "pagefiles.h"
 #include "pmlib.h"
 #if PMLIB_HAVE_CUDA
 #include "pagerank.h"
@@ -44,7 +46,7 @@
 
 #define DEFAULT_PAGES 1000000u
 #define VERIFY_PAGES 10000u
-#define MAX_PAGES 4294967295u /* page ids are uint32_t */
+#define MAX_PAGES PAGE_LIMIT /* page ids are uint32_t */
 #define DEFAULT_ITERS 100u
 #define DEFAULT_TOL 1e-10
 #define DAMPING 0.85
@@ -62,6 +64,7 @@
 /* The graph, built by host 0 straight into pmlib memories. */
 struct graph {
     uint64_t pages, edges;
+    unsigned base; /* the first page id in the user's files: 0 or 1 */
     pm_memory_t off_mem, src_mem, inv_mem;
     uint64_t *off; /* pages + 1 entries */
     uint32_t *src; /* edges entries */
@@ -267,109 +270,15 @@ static void generate(struct graph *g, uint64_t pages, uint64_t seed)
     graph_done(g);
 }
 
-/* An edge list read from a file, before it becomes CSR. */
-struct edge_list {
-    uint64_t n, cap, pages;
-    uint32_t *src, *dst;
-};
-
-static int push_edge(struct edge_list *el, uint64_t u, uint64_t v)
-{
-    if (el->n == el->cap) {
-        uint64_t cap = el->cap ? 2 * el->cap : 1 << 16;
-        uint32_t *s = realloc(el->src, cap * sizeof *s);
-        uint32_t *d = s ? realloc(el->dst, cap * sizeof *d) : NULL;
-
-        if (s != NULL)
-            el->src = s;
-        if (d == NULL)
-            return -1;
-        el->dst = d;
-        el->cap = cap;
-    }
-    el->src[el->n] = (uint32_t)u;
-    el->dst[el->n++] = (uint32_t)v;
-    if (u >= el->pages || v >= el->pages)
-        el->pages = (u > v ? u : v) + 1;
-    return 0;
-}
-
-/* Reads a page id; returns the character after it, or NULL. */
-static char *page_id(char *p, uint64_t *id)
-{
-    char *end;
-
-    while (*p == ' ' || *p == '\t')
-        p++;
-    if (*p < '0' || *p > '9') /* strtoull would take "-1" and "+1" */
-        return NULL;
-    errno = 0;
-    *id = strtoull(p, &end, 10);
-    return errno == 0 && *id < MAX_PAGES ? end : NULL;
-}
-
-/* Parses one line: 1 edge, 0 blank or comment, -1 malformed. */
-static int parse_line(char *line, uint64_t *u, uint64_t *v)
-{
-    char *p = line + strspn(line, " \t\r\n");
-
-    if (*p == '\0' || *p == '#' || *p == '%')
-        return 0;
-    p = page_id(p, u);
-    if (p == NULL || (*p != ' ' && *p != '\t') || (p = page_id(p, v)) == NULL)
-        return -1;
-    return p[strspn(p, " \t\r\n")] == '\0' ? 1 : -1;
-}
-
-/* Reads "src dst" lines; prints one line and returns -1 on any problem. */
-static int read_edges(const char *path, struct edge_list *el)
-{
-    FILE *f = fopen(path, "r");
-    char *line = NULL;
-    size_t cap = 0;
-    uint64_t lineno = 0, u, v;
-    int rc = 0, kind;
-
-    if (f == NULL) {
-        fprintf(stderr, "pagerank: cannot read '%s': %s\n", path, strerror(errno));
-        return -1;
-    }
-    while (getline(&line, &cap, f) >= 0) {
-        lineno++;
-        kind = parse_line(line, &u, &v);
-        if (kind < 0) {
-            fprintf(stderr, "pagerank: %s:%" PRIu64 ": expected 'src dst', "
-                    "two page numbers from 0 to %u\n", path, lineno,
-                    MAX_PAGES - 1);
-            rc = -1;
-            break;
-        }
-        if (kind > 0 && push_edge(el, u, v) != 0) {
-            fprintf(stderr, "pagerank: no memory for the edges of '%s'\n", path);
-            rc = -1;
-            break;
-        }
-    }
-    if (rc == 0 && ferror(f)) {
-        fprintf(stderr, "pagerank: cannot read '%s': %s\n", path, strerror(errno));
-        rc = -1;
-    } else if (rc == 0 && el->n == 0) {
-        fprintf(stderr, "pagerank: '%s' has no edges\n", path);
-        rc = -1;
-    }
-    free(line);
-    fclose(f);
-    return rc;
-}
-
 /* Builds the CSR graph from a file; 0, or -1 after printing why not. */
 static int load(struct graph *g, const char *path)
 {
-    struct edge_list el = {0};
+    struct edge_list el;
     uint64_t *cursor;
 
-    if (read_edges(path, &el) != 0)
-        goto fail;
+    if (pf_read_graph("pagerank", path, &el) != 0)
+        return -1;
+    g->base = el.base;
     graph_alloc_pages(g, el.pages);
     for (uint64_t i = 0; i < el.n; i++) {
         g->off[el.dst[i] + 1]++;
@@ -383,13 +292,11 @@ static int load(struct graph *g, const char *path)
     for (uint64_t i = 0; i < el.n; i++) /* in file order within each page */
         g->src[cursor[el.dst[i]]++] = el.src[i];
     free(cursor);
-    free(el.src);
-    free(el.dst);
+    pf_free_graph(&el);
     graph_done(g);
     return 0;
 fail:
-    free(el.src);
-    free(el.dst);
+    pf_free_graph(&el);
     return -1;
 }
 
@@ -502,12 +409,16 @@ struct options {
     double tol;
     const char *graph; /* edge-list file, or NULL to generate */
     int devices, compress, serial, verify;
+    const char *output, *names; /* files, or NULL */
+    uint64_t top;               /* pages to print, 0 for none */
+    int force;
 };
 
 static void usage(void)
 {
     printf(
 "usage: pagerank [--pages N] [--seed S] [--graph FILE] [--iters N] [--tol T]\n"
+"                [--output RANKS.txt] [-f] [--top K] [--names FILE]\n"
 "                [--subtasks N] [--device cpu|gpu|all] [--compress]\n"
 "                [--no-serial] [--verify] [--help]\n"
 "\n"
@@ -522,7 +433,18 @@ static void usage(void)
 "  --seed S       generator seed (default 1)\n"
 "  --graph FILE   read the graph instead: one 'src dst' link per line, page\n"
 "                 numbers from 0; blank lines and lines starting with # or %%\n"
-"                 are skipped\n"
+"                 are skipped. Or Matrix Market (first line\n"
+"                 '%%%%MatrixMarket matrix coordinate pattern|real|integer\n"
+"                 general|symmetric'): entry (i, j) is a link from page i\n"
+"                 to page j, numbered from 1; symmetric links both ways;\n"
+"                 values are ignored\n"
+"  --output FILE  write every page's rank there, one 'page rank' line per\n"
+"                 page in id order (ids numbered as in --graph); never over\n"
+"                 an input, nor an existing file unless -f\n"
+"  -f, --force    replace the output if it exists\n"
+"  --top K        print the K pages of highest rank\n"
+"  --names FILE   'id name' lines (the name is the rest of the line): named\n"
+"                 pages appear as 'name rank' in --output and --top\n"
 "  --iters N      at most N iterations (default %u)\n"
 "  --tol T        stop when the L1 change is below T (default %g)\n"
 "  --subtasks N   subtasks per iteration (default: about 4 per core and 16\n"
@@ -534,6 +456,7 @@ static void usage(void)
 "  --verify       compare with the serial ranks; exit 1 when any differs\n"
 "                 by more than %g\n"
 "\n"
+"Exit status: 0, 1 when --verify fails, 2 for bad arguments or files.\n"
 "Environment: PMLIB_NCPU (CPU stubs per host). Under mpirun every host\n"
 "takes part; host 0 owns the graph and prints the results.\n",
            DAMPING, DEFAULT_PAGES, VERIFY_PAGES, DEFAULT_ITERS, DEFAULT_TOL,
@@ -571,10 +494,13 @@ static int parse_value(const char *a, const char *val, struct options *o,
         o->tol = tol_arg(val);
     } else if (strcmp(a, "--device") == 0) {
         o->devices = app_device_arg("pagerank", a, val);
-    } else if (strcmp(a, "--graph") == 0) {
+    } else if (strcmp(a, "--top") == 0) {
+        o->top = app_size_arg("pagerank", a, val);
+    } else if (strcmp(a, "--graph") == 0 || strcmp(a, "--output") == 0 ||
+               strcmp(a, "--names") == 0) {
         if (val == NULL)
-            app_usage_error("pagerank", "--graph needs a file name");
-        o->graph = val;
+            app_usage_error("pagerank", "%s needs a file name", a);
+        *(a[2] == 'g' ? &o->graph : a[2] == 'o' ? &o->output : &o->names) = val;
     } else {
         return 0;
     }
@@ -605,7 +531,7 @@ static void parse_options(int argc, char **argv, struct options *o)
     int sized = 0;
 
     *o = (struct options){DEFAULT_PAGES, 1, DEFAULT_ITERS, 0, DEFAULT_TOL,
-                          NULL, PM_DEVICE_CPU, 0, 1, 0};
+                          NULL, PM_DEVICE_CPU, 0, 1, 0, NULL, NULL, 0, 0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
 
@@ -620,6 +546,8 @@ static void parse_options(int argc, char **argv, struct options *o)
             o->serial = 0;
         } else if (strcmp(a, "--verify") == 0) {
             o->verify = 1;
+        } else if (strcmp(a, "-f") == 0 || strcmp(a, "--force") == 0) {
+            o->force = 1;
         } else {
             app_usage_error("pagerank", "unknown option '%s'", a);
         }
@@ -811,27 +739,78 @@ static const char *compare(const double *x, const double *ref, uint64_t pages)
     return worst <= MAX_ABS_DIFF ? "OK" : "MISMATCH";
 }
 
+/* --output and --top from the final ranks x; returns 0 or 2. */
+static int report(const struct options *o, const struct graph *g,
+                  const double *x, char *const *names, struct app_out *out)
+{
+    int status = 0;
+
+    if (o->top > 0 && pf_print_top(x, g->pages, o->top, names, g->base) != 0) {
+        fprintf(stderr, "pagerank: no memory for --top %" PRIu64 "\n", o->top);
+        status = 2;
+    }
+    if (o->output != NULL) {
+        if (pf_write_ranks(out->f, x, g->pages, names, g->base) != 0) {
+            fprintf(stderr, "pagerank: cannot write '%s': %s\n", o->output,
+                    strerror(errno));
+            app_out_abort(out);
+            status = 2;
+        } else if (app_out_commit(out) != 0) {
+            status = 2;
+        } else {
+            printf("wrote %s\n", o->output);
+        }
+    }
+    return status;
+}
+
+/* Returns the exit status: 0, 1 when --verify fails, 2 for a file error. */
 static int run(const struct options *o)
 {
+    const char *inputs[] = {o->graph, o->names, NULL};
     struct graph g = {0};
     double t0 = app_now(), serial_s = -1, pmlib_s;
     double *ref = NULL, *x = NULL;
+    char **names = NULL;
+    int keep = o->verify || o->output != NULL || o->top > 0, status;
     pm_task_stats_t st = {0};
+    struct app_out out;
     const char *verdict = "skipped";
 
     app_require_devices("pagerank", o->devices, PMLIB_HAVE_CUDA);
-    if (o->graph != NULL && load(&g, o->graph) != 0)
+    if (o->graph == NULL)
+        inputs[0] = o->names;
+    /* before any work: a bad output fails at once */
+    if (o->output != NULL &&
+        app_out_open(&out, "pagerank", o->output, o->force, inputs) != 0)
         return 2;
+    if (o->graph != NULL && load(&g, o->graph) != 0) {
+        if (o->output != NULL)
+            app_out_abort(&out);
+        return 2;
+    }
     if (o->graph == NULL)
         generate(&g, o->pages, o->seed);
+    if (o->names != NULL &&
+        (names = pf_read_names("pagerank", o->names, g.pages, g.base)) ==
+        NULL) {
+        if (o->output != NULL)
+            app_out_abort(&out);
+        graph_release(&g);
+        return 2;
+    }
     printf("pagerank: %" PRIu64 " pages, %" PRIu64 " links (%s, %.2f s) "
            "device=%s hosts=%d\n", g.pages, g.edges,
            o->graph ? o->graph : "generated", app_now() - t0,
            app_device_name(o->devices), pm_host_count());
+    x = keep ? malloc(g.pages * sizeof *x) : NULL;
+    if (keep && x == NULL) {
+        fprintf(stderr, "pagerank: no memory for the ranks\n");
+        exit(1);
+    }
     if (o->serial) {
         ref = malloc(g.pages * sizeof *ref);
-        x = o->verify ? malloc(g.pages * sizeof *x) : NULL;
-        if (ref == NULL || (o->verify && x == NULL)) {
+        if (ref == NULL) {
             fprintf(stderr, "pagerank: no memory for the serial run; try "
                     "--no-serial\n");
             exit(1);
@@ -841,11 +820,15 @@ static int run(const struct options *o)
     pmlib_s = run_pmlib(o, &g, x, &st);
     if (o->verify)
         verdict = compare(x, ref, g.pages);
+    status = strcmp(verdict, "MISMATCH") == 0;
+    if ((o->output != NULL || o->top > 0) && report(o, &g, x, names, &out) != 0)
+        status = 2;
     app_print_result("pagerank", g.pages, serial_s, pmlib_s, &st, verdict);
     graph_release(&g);
+    pf_free_names(names, g.pages);
     free(ref);
     free(x);
-    return strcmp(verdict, "MISMATCH") == 0;
+    return status;
 }
 
 int main(int argc, char **argv)
