@@ -75,7 +75,8 @@ PM_EXPORT const char *pm_version(void);
     X(EHOST, -19, "a host failed or left")                                    \
     X(ETIMEDOUT, -20, "timed out")                                            \
     X(EINTERNAL, -21, "internal error in pmlib (please report it)")          \
-    X(EDEADLK, -22, "the call would wait for itself (made from a callback)")
+    X(EDEADLK, -22, "the call would wait for itself (made from a callback)")  \
+    X(ESTRAY, -23, "a subtask wrote bytes outside its subscriptions")
 
 /** Error codes; 0 (PM_OK) is success. */
 typedef enum pm_error {
@@ -215,6 +216,12 @@ typedef struct pm_subtask_info {
     int device_index;     /**< GPU ordinal for GPU stubs, core index for CPU */
     void *internal;       /**< reserved for pmlib */
 } pm_subtask_info_t;
+
+/**
+ * In checking mode (PMLIB_CHECK=1) every byte a CPU subtask did not
+ * subscribe reads as this value, and writing it is detected afterwards.
+ */
+#define PM_CHECK_POISON 0xA5
 
 /** Collects the subscriptions of one subtask; passed to subscribe callbacks. */
 typedef struct pm_subscription pm_subscription_t;

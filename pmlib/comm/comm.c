@@ -14,6 +14,7 @@
 #define _GNU_SOURCE
 #include "comm/transport.h"
 
+#include <math.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -25,6 +26,10 @@
 
 pm__host_info_t *pm__hosts;
 MPI_Comm pm__bulk_comm = MPI_COMM_NULL;
+
+/* Seconds between heartbeats; PMLIB_HOST_TIMEOUT must be at least twice it. */
+#define PM__HEARTBEAT 1.0
+#define PM__HOST_TIMEOUT_DEFAULT 30.0
 
 static struct {
     int we_initialized_mpi;
@@ -257,6 +262,16 @@ static void shutdown_received(void)
     pthread_mutex_unlock(&pm__rt.lock);
 }
 
+/* Host 0 found a host dead: say why and end this process now. */
+static void abort_received(int src, pm__rbuf_t *m)
+{
+    char why[256];
+    pm__rbuf_str(m, why, sizeof why);
+    pm__error("host %d ended the job: %s", src, m->bad ? "a host failed" : why);
+    fflush(stdout);
+    _exit(1);
+}
+
 static int receive(void)
 {
     int n = 0, flag = 1;
@@ -280,6 +295,8 @@ static int receive(void)
             r.bad = true;
         else if (st.MPI_TAG == PM__TAG_SHUTDOWN)
             shutdown_received();
+        else if (st.MPI_TAG == PM__TAG_ABORT)
+            abort_received(st.MPI_SOURCE, &r);
         else if (st.MPI_TAG >= PM__TAG_TASK && st.MPI_TAG < PM__TAG_LAST &&
                  handlers[st.MPI_TAG - PM__TAG_TASK] != NULL)
             handlers[st.MPI_TAG - PM__TAG_TASK](st.MPI_SOURCE, &r);
@@ -295,12 +312,43 @@ static int receive(void)
 
 /* ---- liveness ----------------------------------------------------------- */
 
+/* A host fell silent: MPI cannot go on without it. Host 0 tells every
+ * other host to exit nonzero (a launcher that tolerates lost processes, such
+ * as mpirun --enable-recovery, would not stop them), waits a moment for the
+ * notices to leave, and exits nonzero itself. */
+static void host_lost(int dead, double silent)
+{
+    char why[160];
+    snprintf(why, sizeof why, "host %d has not answered for %.0f s (killed, crashed or unreachable)",
+             dead, silent);
+    pm__error("%s; ending the job (PMLIB_HOST_TIMEOUT sets the limit)", why);
+    if (pm__rt.host == 0) {
+        for (int h = 1; h < pm__rt.nhosts; h++) {
+            if (h == dead)
+                continue;
+            pm__wbuf_t b = {0};
+            pm__wbuf_str(&b, why);
+            pm__comm_send(h, PM__TAG_ABORT, &b);
+        }
+        double until = pm__now() + 2 * PM__HEARTBEAT;
+        while (pm__now() < until) {
+            start_sends();
+            finish_sends();
+            if (!sends_pending())
+                break;
+            sched_yield();
+        }
+    }
+    fflush(stdout);
+    _exit(1);
+}
+
 /* Host 0 and every other host exchange heartbeats; one that falls silent
- * ends the whole job, as MPI cannot go on without it. */
+ * ends the whole job. */
 static void heartbeat(void)
 {
     double now = pm__now();
-    if (now - C.last_beat >= 1.0) {
+    if (now - C.last_beat >= PM__HEARTBEAT) {
         C.last_beat = now;
         for (int h = 0; h < pm__rt.nhosts; h++) {
             if (h == pm__rt.host || (pm__rt.host != 0 && h != 0))
@@ -313,11 +361,8 @@ static void heartbeat(void)
     for (int h = 0; h < pm__rt.nhosts; h++) {
         if (h == pm__rt.host || (pm__rt.host != 0 && h != 0))
             continue;
-        if (now - C.last_heard[h] > C.host_timeout) {
-            pm__error("host %d has not answered for %.0f s (killed, crashed or unreachable); "
-                      "ending the job (PMLIB_HOST_TIMEOUT sets the limit)", h, now - C.last_heard[h]);
-            MPI_Abort(MPI_COMM_WORLD, 1);
-        }
+        if (now - C.last_heard[h] > C.host_timeout)
+            host_lost(h, now - C.last_heard[h]);
     }
 }
 
@@ -394,8 +439,26 @@ static void *comm_main(void *arg)
 
 /* ---- start and stop ------------------------------------------------------ */
 
+/* PMLIB_HOST_TIMEOUT: seconds, finite, at least two heartbeats. */
+static double host_timeout_from_env(void)
+{
+    const char *v = getenv("PMLIB_HOST_TIMEOUT");
+    if (v == NULL || *v == '\0')
+        return PM__HOST_TIMEOUT_DEFAULT;
+    char *end;
+    double t = strtod(v, &end);
+    if (*end != '\0' || !isfinite(t) || t < 2 * PM__HEARTBEAT) {
+        pm__warn("PMLIB_HOST_TIMEOUT=%s is not a finite number of seconds of at least %.0f "
+                 "(twice the %.0f s heartbeat); using %.0f", v, 2 * PM__HEARTBEAT, PM__HEARTBEAT,
+                 PM__HOST_TIMEOUT_DEFAULT);
+        return PM__HOST_TIMEOUT_DEFAULT;
+    }
+    return t;
+}
+
 int pm__comm_start(const pm__host_info_t *me)
 {
+    C.host_timeout = host_timeout_from_env();
     if (!C.we_initialized_mpi && !launched_by_mpi()) {
         pm__hosts = calloc(1, sizeof *pm__hosts);
         if (pm__hosts == NULL)
@@ -414,8 +477,6 @@ int pm__comm_start(const pm__host_info_t *me)
     double now = pm__now();
     for (int h = 0; h < n; h++)
         C.last_heard[h] = now;
-    const char *t = getenv("PMLIB_HOST_TIMEOUT");
-    C.host_timeout = t && atof(t) > 0 ? atof(t) : 30.0;
     C.spin = (double)pm__env_uint("PMLIB_SPIN_US", "microseconds", 0, 10000000, 100) * 1e-6;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     C.oversubscribed = (long)pm__rt.local_size * (pm__rt.nstubs + 1) > cores;

@@ -23,6 +23,7 @@ enum pm__tag {
     PM__TAG_MEM_RELEASE,  /* 0 -> all: drop the mirror of a memory */
     PM__TAG_HEARTBEAT,    /* host <-> 0: still alive */
     PM__TAG_SHUTDOWN,     /* 0 -> all: host 0 finalized */
+    PM__TAG_ABORT,        /* 0 -> all: a host died; exit nonzero now (reason) */
     PM__TAG_COPY_REQ,     /* host -> host: a running chunk I may run too? */
     PM__TAG_COPY_REPLY,   /* host -> host: a chunk id, or none */
     PM__TAG_PING,         /* free for tools and benchmarks (pm__comm_handle) */

@@ -351,6 +351,9 @@ struct pm__stub {
 };
 
 extern const pm__device_ops_t pm__cpu_ops;
+/* PMLIB_CHECK (exec/check.c): read in pm_init, after the stubs started. */
+extern int pm__check_mode;
+void pm__check_init(void);
 int pm__stubs_start(void);
 void pm__stubs_stop(void);
 /* Whether a stub may run the task's subtasks; whether a GPU of that compute

@@ -175,6 +175,7 @@ int pm_init(int *argc, char ***argv)
     pm__rt.initialized = 1;
     atomic_store(&life, LIFE_UP);
     pm__trace_init();
+    pm__check_init();
     pm__progress_start();
     pm__info("pmlib %s: host %d of %d, %d cpu and %d gpu stubs, %s scheduling", pm_version(),
              pm__rt.host, pm__rt.nhosts, pm__rt.ncpu, pm__rt.nstubs - pm__rt.ncpu,

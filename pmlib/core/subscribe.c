@@ -10,7 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Above this many written blocks the overlap check is skipped (with a warning). */
+/* Above this many written blocks the overlap check is skipped (with a
+ * warning), except in checking mode (PMLIB_CHECK=1). */
 #define PM__OVERLAP_CHECK_MAX (1u << 26)
 
 static const char *access_word(int a)
@@ -201,12 +202,18 @@ static int check_memory(pm__task_t *t, int m)
     uint64_t n = count_blocks(t, m);
     if (n < 2)
         return 0;
-    if (n > PM__OVERLAP_CHECK_MAX) {
-        pm__warn("task %llu: memory %d has %llu written blocks; overlap check skipped",
-                 (unsigned long long)t->seq, m, (unsigned long long)n);
+    if (n > PM__OVERLAP_CHECK_MAX && !pm__check_mode) {
+        pm__warn("task %llu: memory %d has %llu written blocks; overlap check skipped "
+                 "(PMLIB_CHECK=1 checks it)", (unsigned long long)t->seq, m, (unsigned long long)n);
         return 0;
     }
-    wblock_t *b = malloc(n * sizeof *b);
+    wblock_t *b = n <= SIZE_MAX / sizeof *b ? malloc(n * sizeof *b) : NULL;
+    if (b == NULL && pm__check_mode) {
+        pm__task_fail(t, PM_ENOMEM, 0, "no memory to check the %llu written blocks of memory %d "
+                      "for overlaps (PMLIB_CHECK=1 never skips it); subscribe fewer, larger blocks",
+                      (unsigned long long)n, m);
+        return PM_ENOMEM;
+    }
     if (b == NULL) {
         pm__warn("task %llu: no memory to check memory %d for overlapping writes; check skipped",
                  (unsigned long long)t->seq, m);

@@ -9,11 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "exec/subs.h"
+#include "exec/check.h"
 
 typedef struct cpu_priv {
     unsigned char *scratch[PM_MAX_TASK_MEMORIES];
     size_t cap[PM_MAX_TASK_MEMORIES];
+    pm__check_t *check; /* PMLIB_CHECK: made at the first subtask */
 } cpu_priv_t;
 
 static int cpu_init(pm__stub_t *s)
@@ -29,6 +30,7 @@ static void cpu_fini(pm__stub_t *s)
         return;
     for (int m = 0; m < PM_MAX_TASK_MEMORIES; m++)
         free(p->scratch[m]);
+    pm__check_free(p->check);
     free(p);
     s->priv = NULL;
 }
@@ -108,6 +110,26 @@ static const char *merge_failure(int rc)
     return rc == PM_ECALLBACK ? "the reduce callback failed" : "out of memory merging its reduce output";
 }
 
+/* What run_checked returns when it has already failed the subtask. */
+#define PM__CHECKED INT32_MIN
+
+/* The callback on the checking mode's views (exec/check.c). */
+static int run_checked(pm__stub_t *s, pm__task_t *t, pm__subs_view_t v, pm_subtask_info_t *info)
+{
+    cpu_priv_t *p = s->priv;
+    if (p->check == NULL && (p->check = pm__check_new()) == NULL) {
+        fail_subtask(s, t, info->id, PM_ENOMEM, "out of memory for the checking mode's views");
+        return PM__CHECKED;
+    }
+    if (pm__check_enter(p->check, t, v, info) != 0) {
+        fail_subtask(s, t, info->id, PM_ENOMEM, "out of memory for the checking mode's views");
+        return PM__CHECKED;
+    }
+    int rc = t->cbs.cb.cpu(info);
+    int crc = pm__check_leave(p->check, t, v, info);
+    return rc != 0 ? rc : crc != 0 ? PM__CHECKED : 0;
+}
+
 static void cpu_run_chunk(pm__stub_t *s, pm__task_t *t, uint64_t chunk)
 {
     uint64_t first, last;
@@ -133,11 +155,12 @@ static void cpu_run_chunk(pm__stub_t *s, pm__task_t *t, uint64_t chunk)
                 continue;
             }
         }
-        int rc = t->cbs.cb.cpu(&info);
+        int rc = pm__check_mode ? run_checked(s, t, v, &info) : t->cbs.cb.cpu(&info);
         if (rc != 0) {
             char what[64];
             snprintf(what, sizeof what, "the cpu callback returned %d", rc);
-            fail_subtask(s, t, id, PM_ECALLBACK, what);
+            if (rc != PM__CHECKED)
+                fail_subtask(s, t, id, PM_ECALLBACK, what);
             continue;
         }
         if (t->nred && (rc = close_private(s, t, acc, v, out)) != 0)

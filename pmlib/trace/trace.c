@@ -2,10 +2,13 @@
  * PMLIB_TRACE=file.json: a Chrome trace-event file (chrome://tracing,
  * Perfetto) with one track per stub: each chunk of subtasks, each
  * subscribe pass and each fetch of inputs from host 0 is a span, and each
- * task a span on a "tasks" track. Stubs append to their own buffers, so
- * tracing takes no lock on the hot path; the file is written at
- * pm_finalize. With several hosts, host 0 writes file.json without the
- * closing bracket and host h writes file.json.h without the opening one, so
+ * task a span on a "tasks" track. The file is written as the program runs:
+ * each stub keeps a small buffer of its own spans (no lock on the hot path)
+ * and, when it is full, formats them and appends them to the file under a
+ * lock, so memory stays bounded however long the program runs.
+ * PMLIB_TRACE_MAX_MB caps the file: past it, spans are dropped with a
+ * warning. With several hosts, host 0 writes file.json without the closing
+ * bracket and host h writes file.json.h without the opening one, so
  * `cat file.json file.json.1 ...` is one trace (viewers accept the missing
  * closing bracket).
  */
@@ -15,6 +18,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Spans a track holds before it writes them out. */
+#define PM__TRACE_BATCH 512
+/* The longest line of one span. */
+#define PM__TRACE_LINE 192
+
 typedef struct span {
     double t0, t1;
     uint64_t task, chunk;
@@ -22,24 +30,58 @@ typedef struct span {
 } span_t;
 
 typedef struct track {
-    span_t *s;
-    size_t n, cap;
+    span_t s[PM__TRACE_BATCH];
+    size_t n;
+    char text[PM__TRACE_BATCH * PM__TRACE_LINE]; /* formatted spans */
 } track_t;
 
 static struct {
+    FILE *f;
     char *path;
     double origin;
     track_t *tracks; /* one per stub, then one for tasks */
-    char (*names)[32]; /* the stubs' names, kept for after they stop */
     int ntracks;
-    pthread_mutex_t tasks_lock;
+    pthread_mutex_t tasks_lock; /* the tasks track */
+    pthread_mutex_t file_lock;  /* f, written, capped */
+    uint64_t written, cap;      /* bytes; cap 0: none */
+    bool capped;
 } T;
 
 static const char *const what_names[] = {"chunk", "subscribe", "fetch", "task"};
 
 int pm__trace_on(void)
 {
-    return T.path != NULL;
+    return T.f != NULL;
+}
+
+static char *host_path(const char *v)
+{
+    if (pm__rt.host == 0)
+        return strdup(v);
+    size_t n = strlen(v) + 16;
+    char *p = malloc(n);
+    if (p != NULL)
+        snprintf(p, n, "%s.%d", v, pm__rt.host);
+    return p;
+}
+
+/* The opening bracket (host 0) and the names of the process and tracks. */
+static void write_header(void)
+{
+    if (pm__rt.host == 0)
+        fputs("[\n", T.f);
+    fprintf(T.f, "%s{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"args\":{\"name\":\"host %d\"}}",
+            pm__rt.host == 0 ? "" : ",\n", pm__rt.host, pm__rt.host);
+    for (int k = 0; k < T.ntracks; k++) {
+        char name[32];
+        if (k < pm__rt.nstubs)
+            snprintf(name, sizeof name, "%s %d", pm__rt.stubs[k].ops->name,
+                     pm__rt.stubs[k].device_index);
+        else
+            snprintf(name, sizeof name, "tasks");
+        fprintf(T.f, ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"%s\"}}",
+                pm__rt.host, k, name);
+    }
 }
 
 void pm__trace_init(void)
@@ -48,108 +90,92 @@ void pm__trace_init(void)
     memset(&T, 0, sizeof T);
     if (v == NULL || *v == '\0')
         return;
+    T.cap = pm__env_uint("PMLIB_TRACE_MAX_MB", "megabytes", 1, UINT64_C(1) << 40, 0) << 20;
     T.ntracks = pm__rt.nstubs + 1;
     T.tracks = calloc((size_t)T.ntracks, sizeof *T.tracks);
-    T.names = calloc((size_t)T.ntracks, sizeof *T.names);
-    T.path = T.tracks && T.names ? strdup(v) : NULL;
-    if (T.path == NULL) {
-        free(T.tracks);
-        free(T.names);
-        T.tracks = NULL;
-        T.names = NULL;
+    T.path = host_path(v);
+    if (T.tracks == NULL || T.path == NULL) {
         pm__warn("PMLIB_TRACE: out of memory; no trace");
-        return;
+        goto fail;
+    }
+    T.f = fopen(T.path, "w");
+    if (T.f == NULL) {
+        pm__warn("PMLIB_TRACE: cannot write %s; no trace (check the directory exists and is writable)",
+                 T.path);
+        goto fail;
     }
     T.origin = pm__now();
     pthread_mutex_init(&T.tasks_lock, NULL);
-    for (int s = 0; s < pm__rt.nstubs; s++)
-        snprintf(T.names[s], sizeof T.names[s], "%s %d", pm__rt.stubs[s].ops->name,
-                 pm__rt.stubs[s].device_index);
-    snprintf(T.names[T.ntracks - 1], sizeof T.names[0], "tasks");
+    pthread_mutex_init(&T.file_lock, NULL);
+    write_header();
+    return;
+fail:
+    free(T.tracks);
+    free(T.path);
+    memset(&T, 0, sizeof T);
+}
+
+/* Formats a track's spans and appends them to the file (by the track's
+ * owner, or under tasks_lock for the tasks track). */
+static void flush_track(int k)
+{
+    track_t *tr = &T.tracks[k];
+    size_t len = 0;
+    for (size_t i = 0; i < tr->n; i++) {
+        const span_t *sp = &tr->s[i];
+        int w = snprintf(tr->text + len, PM__TRACE_LINE,
+                         ",\n{\"ph\":\"X\",\"name\":\"%s\",\"cat\":\"%s\",\"pid\":%d,\"tid\":%d,"
+                         "\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"task\":%llu,\"chunk\":%llu}}",
+                         what_names[sp->what], what_names[sp->what], pm__rt.host, k,
+                         (sp->t0 - T.origin) * 1e6, (sp->t1 - sp->t0) * 1e6,
+                         (unsigned long long)sp->task, (unsigned long long)sp->chunk);
+        if (w > 0 && w < PM__TRACE_LINE)
+            len += (size_t)w;
+    }
+    tr->n = 0;
+    pthread_mutex_lock(&T.file_lock);
+    if (T.cap != 0 && T.written + len > T.cap) {
+        if (!T.capped)
+            pm__warn("PMLIB_TRACE: %s reached %llu MB (PMLIB_TRACE_MAX_MB); later spans are dropped",
+                     T.path, (unsigned long long)(T.cap >> 20));
+        T.capped = true;
+    } else if (fwrite(tr->text, 1, len, T.f) == len) {
+        T.written += len;
+    }
+    pthread_mutex_unlock(&T.file_lock);
 }
 
 void pm__trace_span(int stub, int what, uint64_t task, uint64_t chunk, double t0, double t1)
 {
-    if (T.path == NULL)
+    if (T.f == NULL)
         return;
     bool shared = stub < 0 || stub >= T.ntracks - 1;
-    track_t *tr = &T.tracks[shared ? T.ntracks - 1 : stub];
+    int k = shared ? T.ntracks - 1 : stub;
+    track_t *tr = &T.tracks[k];
     if (shared)
         pthread_mutex_lock(&T.tasks_lock);
-    if (tr->n == tr->cap) {
-        size_t cap = tr->cap ? tr->cap * 2 : 1024;
-        span_t *s = realloc(tr->s, cap * sizeof *s);
-        if (s != NULL) {
-            tr->s = s;
-            tr->cap = cap;
-        }
-    }
-    if (tr->n < tr->cap)
-        tr->s[tr->n++] = (span_t){t0, t1, task, chunk, what};
+    tr->s[tr->n++] = (span_t){t0, t1, task, chunk, what};
+    if (tr->n == PM__TRACE_BATCH)
+        flush_track(k);
     if (shared)
         pthread_mutex_unlock(&T.tasks_lock);
 }
 
-static void write_track_name(FILE *f, int tid, const char *name, int *first)
-{
-    fprintf(f, "%s{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"%s\"}}",
-            *first ? "" : ",\n", pm__rt.host, tid, name);
-    *first = 0;
-}
-
-static void write_file(FILE *f)
-{
-    int first;
-    if (pm__rt.host == 0)
-        fputs("[\n", f);
-    fprintf(f, "%s{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"args\":{\"name\":\"host %d\"}}",
-            pm__rt.host == 0 ? "" : ",\n", pm__rt.host, pm__rt.host);
-    first = 0;
-    for (int k = 0; k < T.ntracks; k++)
-        write_track_name(f, k, T.names[k], &first);
-    for (int k = 0; k < T.ntracks; k++) {
-        const track_t *tr = &T.tracks[k];
-        for (size_t i = 0; i < tr->n; i++) {
-            const span_t *sp = &tr->s[i];
-            fprintf(f, ",\n{\"ph\":\"X\",\"name\":\"%s\",\"cat\":\"%s\",\"pid\":%d,\"tid\":%d,"
-                       "\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"task\":%llu,\"chunk\":%llu}}",
-                    what_names[sp->what], what_names[sp->what], pm__rt.host, k,
-                    (sp->t0 - T.origin) * 1e6, (sp->t1 - sp->t0) * 1e6,
-                    (unsigned long long)sp->task, (unsigned long long)sp->chunk);
-        }
-    }
-    /* Trace viewers accept a missing closing bracket: with several hosts it is
-     * left out so that the files can be concatenated. */
-    fputs(pm__rt.nhosts == 1 ? "\n]\n" : "\n", f);
-}
-
-/* After the stubs stopped: writes the file and frees the buffers. */
+/* After the stubs stopped: writes what is left, closes the file. */
 void pm__trace_finish(void)
 {
-    if (T.path == NULL)
+    if (T.f == NULL)
         return;
-    char *path = T.path;
-    if (pm__rt.host != 0) {
-        size_t n = strlen(T.path) + 16;
-        path = malloc(n);
-        if (path != NULL)
-            snprintf(path, n, "%s.%d", T.path, pm__rt.host);
-    }
-    FILE *f = path ? fopen(path, "w") : NULL;
-    if (f == NULL) {
-        pm__warn("PMLIB_TRACE: cannot write %s; no trace", path ? path : T.path);
-    } else {
-        write_file(f);
-        if (fclose(f) != 0)
-            pm__warn("PMLIB_TRACE: writing %s failed", path);
-    }
-    if (path != T.path)
-        free(path);
     for (int k = 0; k < T.ntracks; k++)
-        free(T.tracks[k].s);
+        flush_track(k);
+    /* Trace viewers accept a missing closing bracket: with several hosts it is
+     * left out so that the files can be concatenated. */
+    fputs(pm__rt.nhosts == 1 ? "\n]\n" : "\n", T.f);
+    if (fclose(T.f) != 0)
+        pm__warn("PMLIB_TRACE: writing %s failed (disk full?)", T.path);
     free(T.tracks);
-    free(T.names);
     free(T.path);
     pthread_mutex_destroy(&T.tasks_lock);
+    pthread_mutex_destroy(&T.file_lock);
     memset(&T, 0, sizeof T);
 }

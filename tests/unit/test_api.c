@@ -320,7 +320,7 @@ END_TEST
 /* Unknown codes get a non-NULL text that is no known code's name. */
 START_TEST(test_error_unknown)
 {
-    const int unknown[] = {1, 42, -23, -1000, INT_MIN, INT_MAX};
+    const int unknown[] = {1, 42, -99, -1000, INT_MIN, INT_MAX};
 
     for (size_t u = 0; u < sizeof(unknown) / sizeof(unknown[0]); u++) {
         const char *name = pm_errname(unknown[u]);

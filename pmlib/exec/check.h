@@ -1,0 +1,30 @@
+/*
+ * PMLIB_CHECK=1: a subtask runs on a view of each task memory in which only
+ * its subscribed bytes are real; every other byte holds PM_CHECK_POISON.
+ * After the callback, a byte outside the subscriptions that is no longer
+ * poison, or a byte subscribed for reading only that changed, fails the
+ * task naming the subtask, the memory and the bytes. The CPU stub uses it
+ * on every host.
+ */
+#ifndef PMLIB_EXEC_CHECK_H
+#define PMLIB_EXEC_CHECK_H
+
+#include "exec/subs.h"
+
+/* One stub's views, kept between subtasks: each view is all poison
+ * between subtasks, so only the subscribed bytes are copied in and out. */
+typedef struct pm__check pm__check_t;
+
+pm__check_t *pm__check_new(void);
+void pm__check_free(pm__check_t *c);
+/* Points info->mem[m] of each memory at its view, after copying in the
+ * subscribed bytes from where info->mem[m] pointed (natural view). */
+int pm__check_enter(pm__check_t *c, const pm__task_t *t, pm__subs_view_t v,
+                    pm_subtask_info_t *info);
+/* Checks the views, copies the written bytes back and puts info->mem[]
+ * back. A stray write fails the task (PM_ESTRAY, or PM_EACCESS for bytes
+ * subscribed for reading only) and is returned. */
+int pm__check_leave(pm__check_t *c, pm__task_t *t, pm__subs_view_t v,
+                    pm_subtask_info_t *info);
+
+#endif /* PMLIB_EXEC_CHECK_H */
