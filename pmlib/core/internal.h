@@ -448,6 +448,7 @@ typedef struct pm__runtime {
     int all_waiters;          /* threads waiting for every task to end */
     pm__task_t *ready[2], *ready_tail[2];
     int parked;               /* stubs asleep on work_cv */
+    int spinning;             /* idle stubs polling for work */
     atomic_uint_fast64_t work_gen; /* moves whenever work is added */
     pm__task_t **byseq;       /* sequence number table, chained */
     size_t nbyseq, byseq_cap;

@@ -445,7 +445,9 @@ static unsigned ready_kinds(const pm__task_t *t)
 static void wake_stubs_locked(uint64_t chunks)
 {
     atomic_fetch_add_explicit(&pm__rt.work_gen, 1, memory_order_release);
-    if (pm__rt.parked == 0)
+    /* Polling stubs see the work without a wake-up. */
+    chunks = chunks > (uint64_t)pm__rt.spinning ? chunks - (uint64_t)pm__rt.spinning : 0;
+    if (pm__rt.parked == 0 || chunks == 0)
         return;
     if (chunks >= (uint64_t)pm__rt.parked)
         pthread_cond_broadcast(&pm__rt.work_cv);

@@ -14,6 +14,9 @@
 
 enum job { JOB_NONE, JOB_PREPARE, JOB_RUN };
 
+/* Idle stubs that poll for work at a time (the rest sleep). */
+#define PM__SPINNERS 2
+
 /* Ready tasks a stub looks at before it gives up: the list holds only tasks
  * with chunks to hand out, so work is near its front. */
 #define PM__READY_LOOK 64
@@ -214,9 +217,16 @@ static void *stub_main(void *arg)
             /* Poll a short spell (PMLIB_SPIN_US) so new work starts within
              * microseconds, then sleep until work is added. */
             uint64_t gen = atomic_load_explicit(&pm__rt.work_gen, memory_order_acquire);
-            pthread_mutex_unlock(&pm__rt.lock);
-            pm__spin_until(work_came, &gen);
-            pthread_mutex_lock(&pm__rt.lock);
+            /* A few pollers suffice: the others sleep, and are woken one
+             * per chunk of new work, so new work does not send every idle
+             * stub after the runtime lock at once. */
+            if (pm__rt.spinning < PM__SPINNERS) {
+                pm__rt.spinning++;
+                pthread_mutex_unlock(&pm__rt.lock);
+                pm__spin_until(work_came, &gen);
+                pthread_mutex_lock(&pm__rt.lock);
+                pm__rt.spinning--;
+            }
             if (!pm__rt.shutdown && atomic_load(&pm__rt.work_gen) == gen) {
                 pm__rt.parked++;
                 pthread_cond_wait(&pm__rt.work_cv, &pm__rt.lock);
