@@ -435,7 +435,7 @@ typedef struct pm__runtime {
     pm_sched_t default_sched;
 
     uint64_t spin_ns;         /* PMLIB_SPIN_US: how long idle threads poll */
-    bool crowded;             /* more busy threads than cores: yield while polling */
+    atomic_bool crowded;      /* more busy threads than cores: yield while polling */
 
     pthread_mutex_t lock;     /* everything below */
     pthread_cond_t work_cv;   /* stubs wait for work */

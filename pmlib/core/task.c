@@ -471,7 +471,13 @@ void pm__task_ready_locked(pm__task_t *t)
             pm__rt.ready[k] = t;
         pm__rt.ready_tail[k] = t;
     }
-    wake_stubs_locked(t->nchunks);
+    /* One sleeper per chunk only when any sleeper may take any chunk: a
+     * static share belongs to one stub, and a stub of another kind or one
+     * the task excludes would go back to sleep; then wake them all. */
+    bool any_may = t->desc.sched == PM_SCHED_PULL;
+    for (int i = 0; i < pm__rt.nstubs && any_may; i++)
+        any_may = t->counts[i].runnable;
+    wake_stubs_locked(any_may ? t->nchunks : UINT64_MAX);
 }
 
 void pm__task_unready_locked(pm__task_t *t)
