@@ -2,15 +2,11 @@
 # Read after write, write after read and write after write between thousands
 # of small tasks over four memories, on 1 host and on 3: all submitted before
 # waiting, then in batches with host writes between them; every memory must
-# equal the serial replay. ThreadSanitizer builds run fewer tasks.
+# equal the serial replay.
 . "$(dirname "$0")/mpi-common.sh"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-case ${PMLIB_TEST_SANITIZER:-} in
-  *thread*) tasks1=600 tasks3=200 ;;
-  *) tasks1=3000 tasks3=1000 ;;
-esac
-for run in "1 $tasks1" "3 $tasks3"; do
+for run in "1 3000" "3 1000"; do
   set -- $run
   echo "dependencies: $2 tasks and $2 more on $1 host(s) (limit 120 s)"
   mpi_run 120 "$1" "$top_builddir/tests/mpi/dependencies" "$2" >"$log" 2>&1
