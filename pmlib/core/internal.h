@@ -19,8 +19,9 @@
 
 enum pm__log_level { PM__LOG_ERROR = 0, PM__LOG_WARN, PM__LOG_INFO, PM__LOG_DEBUG };
 
-extern int pm__log_threshold;
+extern atomic_int pm__log_threshold;
 void pm__log_init(void);
+void pm__log_set_host(int host);
 void pm__log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #define pm__error(...) pm__log(PM__LOG_ERROR, __VA_ARGS__)

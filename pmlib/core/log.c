@@ -7,7 +7,15 @@
 #include <string.h>
 #include <time.h>
 
-int pm__log_threshold = PM__LOG_WARN;
+atomic_int pm__log_threshold = PM__LOG_WARN;
+/* The host in each line: set once pm_init knows it (atomic: a refused
+ * pm_init on another thread may log meanwhile). */
+static atomic_int log_host;
+
+void pm__log_set_host(int host)
+{
+    atomic_store(&log_host, host);
+}
 
 static const char *const level_names[] = {"error", "warn", "info", "debug"};
 
@@ -36,7 +44,7 @@ void pm__log(int level, const char *fmt, ...)
     vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
     /* One fprintf per line so lines of several threads do not interleave. */
-    fprintf(stderr, "pmlib[%d]: %s: %s\n", pm__rt.host,
+    fprintf(stderr, "pmlib[%d]: %s: %s\n", atomic_load(&log_host),
             level_names[level], line);
 }
 

@@ -139,7 +139,6 @@ int pm_init(int *argc, char ***argv)
 {
     int expect = LIFE_DOWN;
     if (!atomic_compare_exchange_strong(&life, &expect, LIFE_STARTING)) {
-        pm__log_init();
         if (expect == LIFE_STARTING)
             return PM__FAIL(PM_EINIT, "pm_init called while another thread runs pm_init; call it once, from one thread");
         return PM__FAIL(PM_EINIT, "pm_init called twice; call it once per process (pm_finalize ends it)");
@@ -148,8 +147,11 @@ int pm_init(int *argc, char ***argv)
     memset(&pm__rt, 0, sizeof pm__rt);
     int rc = pm__comm_init(argc, argv, &pm__rt.host, &pm__rt.nhosts, &pm__rt.local_rank,
                            &pm__rt.local_size);
-    if (rc != 0)
+    if (rc != 0) {
+        atomic_store(&life, LIFE_DOWN);
         return rc;
+    }
+    pm__log_set_host(pm__rt.host);
     pm__rt.ncpu = (int)pm__env_uint("PMLIB_NCPU", "a count", 1, 4096, (uint64_t)online_cpus());
     pm__rt.ncpu_set = getenv("PMLIB_NCPU") != NULL;
     warn_if_bound();
@@ -221,6 +223,7 @@ int pm_finalize(void)
     pthread_cond_destroy(&pm__rt.work_cv);
     pthread_mutex_destroy(&pm__rt.lock);
     memset(&pm__rt, 0, sizeof pm__rt);
+    pm__log_set_host(0);
     atomic_store(&life, LIFE_DOWN);
     return rc;
 }
