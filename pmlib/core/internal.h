@@ -69,6 +69,15 @@ void pm__handle_table_free(pm__handle_table_t *t);
 /* ---- memories (core/memory.c) ------------------------------------------ */
 
 struct pm__task;
+/* A task's place in a list of tasks, and such a list (runtime lock). */
+typedef struct pm__tlink {
+    struct pm__task *prev, *next;
+    bool on;
+} pm__tlink_t;
+typedef struct pm__tlist {
+    struct pm__task *head, *tail;
+} pm__tlist_t;
+
 /* A task's place among the readers of one of its memories. */
 typedef struct pm__reader {
     struct pm__task *task;
@@ -191,9 +200,11 @@ typedef struct pm__task {
     struct pm__task **dependents;
     int ndependents, cap_dependents;
     pm__reader_t *readers; /* per memory: among its readers (in the task's block) */
-    struct pm__task *next, *prev;       /* unfinished tasks, submit order */
-    struct pm__task *rnext[2], *rprev[2]; /* ready lists: [0] CPU, [1] GPU */
-    bool queued[2];
+    pm__tlink_t alink;    /* among the unfinished tasks, submit order */
+    pm__tlink_t rlink[2]; /* on the ready lists: [0] CPU, [1] GPU */
+    unsigned char run_kinds; /* ready lists while running: bit 0 CPU, bit 1 GPU */
+    unsigned char all_kinds; /* ready lists while subscribing: every stub's kind */
+    bool every_stub;         /* pull, and every stub here may run it */
     struct pm__task *hnext;  /* sequence number table */
     int waiters;             /* threads in pm_task_wait on it (runtime lock) */
     /* The device filter's answers, asked once per task and device. */
@@ -444,10 +455,10 @@ typedef struct pm__runtime {
     int shutdown;
     int serving, shutdown_received;
     int local_rank, local_size;
-    pm__task_t *active, *active_tail; /* unfinished tasks, submit order */
+    pm__tlist_t active;       /* unfinished tasks, submit order */
     int nactive_local;        /* host 0: unfinished submitted tasks */
     int all_waiters;          /* threads waiting for every task to end */
-    pm__task_t *ready[2], *ready_tail[2];
+    pm__tlist_t ready[2];     /* tasks with chunks to hand out, per kind */
     int parked;               /* stubs asleep on work_cv */
     int spinning;             /* idle stubs polling for work */
     atomic_uint_fast64_t work_gen; /* moves whenever work is added */

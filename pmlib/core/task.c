@@ -5,6 +5,7 @@
 #include "core/internal.h"
 
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -313,11 +314,15 @@ int pm__task_create(const pm_task_desc_t *d, const pm__callbacks_t *cbs, pm__tas
         t->nred += d->mem[i].reduce != PM_REDUCE_NONE;
     t->filter_cpu = -1;
     bool cpu_ok = cpu_eligible(t);
+    t->every_stub = t->desc.sched == PM_SCHED_PULL;
     for (int i = 0; i < pm__rt.nstubs; i++) { /* every stub will look at the task */
         const pm__stub_t *s = &pm__rt.stubs[i];
+        unsigned kind = s->ops->kind == PM_DEVICE_GPU ? 2u : 1u;
         atomic_init(&t->counts[i].active, 1);
-        t->counts[i].runnable = s->ops->kind == PM_DEVICE_GPU ? pm__gpu_eligible(t, s->major, s->minor)
-                                                              : cpu_ok;
+        t->counts[i].runnable = kind == 2u ? pm__gpu_eligible(t, s->major, s->minor) : cpu_ok;
+        t->all_kinds |= kind;
+        t->run_kinds |= t->counts[i].runnable ? kind : 0u;
+        t->every_stub &= t->counts[i].runnable;
     }
     if (pm__rt.nhosts > 1) {
         int n = pm__rt.nstubs;
@@ -404,42 +409,43 @@ pm__task_t *pm__task_find_locked(uint64_t seq)
 
 /* ---- unfinished tasks and ready lists ----------------------------------- */
 
-static void active_append_locked(pm__task_t *t)
+static pm__tlink_t *link_at(pm__task_t *t, size_t off)
 {
-    t->next = NULL;
-    t->prev = pm__rt.active_tail;
-    if (pm__rt.active_tail != NULL)
-        pm__rt.active_tail->next = t;
-    else
-        pm__rt.active = t;
-    pm__rt.active_tail = t;
+    return (pm__tlink_t *)((char *)t + off);
 }
 
-static void active_remove_locked(pm__task_t *t)
+/* Appends t to list l through its link at offset `off`, unless it is on. */
+static void tlist_append(pm__tlist_t *l, pm__task_t *t, size_t off)
 {
-    if (t->prev == NULL && pm__rt.active != t)
-        return; /* not on the list */
-    if (t->prev != NULL)
-        t->prev->next = t->next;
+    pm__tlink_t *k = link_at(t, off);
+    if (k->on)
+        return;
+    *k = (pm__tlink_t){.prev = l->tail, .next = NULL, .on = true};
+    if (l->tail != NULL)
+        link_at(l->tail, off)->next = t;
     else
-        pm__rt.active = t->next;
-    if (t->next != NULL)
-        t->next->prev = t->prev;
-    else
-        pm__rt.active_tail = t->prev;
-    t->next = t->prev = NULL;
+        l->head = t;
+    l->tail = t;
 }
 
-/* Which ready lists a task belongs on: the kinds of this host's stubs that
- * may run its subtasks (every stub may run subscribe chunks). */
-static unsigned ready_kinds(const pm__task_t *t)
+static void tlist_remove(pm__tlist_t *l, pm__task_t *t, size_t off)
 {
-    unsigned kinds = 0;
-    for (int i = 0; i < pm__rt.nstubs && kinds != 3; i++)
-        if (t->state == PM__TASK_PREPARE || t->counts[i].runnable)
-            kinds |= pm__rt.stubs[i].ops->kind == PM_DEVICE_GPU ? 2u : 1u;
-    return kinds;
+    pm__tlink_t *k = link_at(t, off);
+    if (!k->on)
+        return;
+    if (k->prev != NULL)
+        link_at(k->prev, off)->next = k->next;
+    else
+        l->head = k->next;
+    if (k->next != NULL)
+        link_at(k->next, off)->prev = k->prev;
+    else
+        l->tail = k->prev;
+    *k = (pm__tlink_t){0};
 }
+
+#define ACTIVE_LINK offsetof(pm__task_t, alink)
+#define READY_LINK(k) (offsetof(pm__task_t, rlink) + (size_t)(k) * sizeof(pm__tlink_t))
 
 /* Wakes parked stubs for new work: as many as it has chunks. */
 static void wake_stubs_locked(uint64_t chunks)
@@ -458,51 +464,27 @@ static void wake_stubs_locked(uint64_t chunks)
 
 void pm__task_ready_locked(pm__task_t *t)
 {
-    unsigned kinds = ready_kinds(t);
-    for (int k = 0; k < 2; k++) {
-        if (!(kinds & (1u << k)) || t->queued[k])
-            continue;
-        t->queued[k] = true;
-        t->rnext[k] = NULL;
-        t->rprev[k] = pm__rt.ready_tail[k];
-        if (pm__rt.ready_tail[k] != NULL)
-            pm__rt.ready_tail[k]->rnext[k] = t;
-        else
-            pm__rt.ready[k] = t;
-        pm__rt.ready_tail[k] = t;
-    }
+    unsigned kinds = t->state == PM__TASK_PREPARE ? t->all_kinds : t->run_kinds;
+    for (int k = 0; k < 2; k++)
+        if (kinds & (1u << k))
+            tlist_append(&pm__rt.ready[k], t, READY_LINK(k));
     /* One sleeper per chunk only when any sleeper may take any chunk: a
      * static share belongs to one stub, and a stub of another kind or one
      * the task excludes would go back to sleep; then wake them all. */
-    bool any_may = t->desc.sched == PM_SCHED_PULL;
-    for (int i = 0; i < pm__rt.nstubs && any_may; i++)
-        any_may = t->counts[i].runnable;
-    wake_stubs_locked(any_may ? t->nchunks : UINT64_MAX);
+    wake_stubs_locked(t->every_stub ? t->nchunks : UINT64_MAX);
 }
 
 void pm__task_unready_locked(pm__task_t *t)
 {
-    for (int k = 0; k < 2; k++) {
-        if (!t->queued[k])
-            continue;
-        t->queued[k] = false;
-        if (t->rprev[k] != NULL)
-            t->rprev[k]->rnext[k] = t->rnext[k];
-        else
-            pm__rt.ready[k] = t->rnext[k];
-        if (t->rnext[k] != NULL)
-            t->rnext[k]->rprev[k] = t->rprev[k];
-        else
-            pm__rt.ready_tail[k] = t->rprev[k];
-        t->rnext[k] = t->rprev[k] = NULL;
-    }
+    for (int k = 0; k < 2; k++)
+        tlist_remove(&pm__rt.ready[k], t, READY_LINK(k));
 }
 
 int pm__task_add_remote_locked(pm__task_t *t)
 {
     if (seq_add_locked(t) != 0)
         return PM_ENOMEM;
-    active_append_locked(t);
+    tlist_append(&pm__rt.active, t, ACTIVE_LINK);
     pm__task_ready_locked(t);
     return 0;
 }
@@ -510,7 +492,7 @@ int pm__task_add_remote_locked(pm__task_t *t)
 void pm__task_drop_remote_locked(pm__task_t *t)
 {
     pm__task_unready_locked(t);
-    active_remove_locked(t);
+    tlist_remove(&pm__rt.active, t, ACTIVE_LINK);
 }
 
 void pm__task_forget_remote_locked(pm__task_t *t)
@@ -655,7 +637,7 @@ static int enqueue_locked(pm__task_t *t)
     link_locked(t);
     for (int i = 0; i < t->desc.nmem; i++)
         t->mems[i]->users++;
-    active_append_locked(t);
+    tlist_append(&pm__rt.active, t, ACTIVE_LINK);
     __atomic_add_fetch(&pm__rt.nactive_local, 1, __ATOMIC_RELAXED);
     t->state = PM__TASK_WAITING;
     if (t->ndeps == 0)
@@ -813,7 +795,7 @@ static void release_locked(pm__task_t *t)
         reader_unlink(m, &t->readers[i]);
     }
     pm__task_unready_locked(t);
-    active_remove_locked(t);
+    tlist_remove(&pm__rt.active, t, ACTIVE_LINK);
     seq_remove_locked(t);
     __atomic_sub_fetch(&pm__rt.nactive_local, 1, __ATOMIC_RELEASE);
     for (int i = 0; i < t->ndependents; i++)

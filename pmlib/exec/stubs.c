@@ -29,9 +29,9 @@ static enum job find_work_locked(pm__stub_t *s, pm__task_t **task, uint64_t *chu
 {
     const int kind = s->ops->kind == PM_DEVICE_GPU;
     int looked = 0;
-    for (pm__task_t *t = pm__rt.ready[kind], *next; t != NULL && looked < PM__READY_LOOK;
+    for (pm__task_t *t = pm__rt.ready[kind].head, *next; t != NULL && looked < PM__READY_LOOK;
          t = next, looked++) {
-        next = t->rnext[kind];
+        next = t->rlink[kind].next;
         if (t->state == PM__TASK_PREPARE) {
             uint64_t k = atomic_fetch_add(&t->prep_next, 1);
             if (k + 1 >= t->nchunks)

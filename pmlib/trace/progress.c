@@ -38,9 +38,9 @@ static void tick(void)
 {
     double now = pm__now();
     pthread_mutex_lock(&pm__rt.lock);
-    const pm__task_t *t = pm__rt.active;
+    const pm__task_t *t = pm__rt.active.head;
     while (t != NULL && t->remote)
-        t = t->next;
+        t = t->alink.next;
     uint64_t seq = t ? t->seq : 0, total = t ? t->desc.subtasks : 0;
     uint64_t done = t ? atomic_load(&t->subtasks_done) : 0;
     double start = t ? t->t_submit : 0;
