@@ -46,8 +46,6 @@ static struct {
     double *last_heard;
     double last_beat;
     double host_timeout;
-    double spin; /* seconds of polling before the first nap */
-    bool oversubscribed; /* fewer cores than busy threads of this machine's ranks */
 } C;
 
 static pm__handler_fn handlers[PM__TAG_LAST - PM__TAG_TASK] = {
@@ -374,18 +372,19 @@ static void heartbeat(void)
  * the spell, naps grow to 1 ms. */
 static double nap_length(double idle)
 {
+    const double spin = (double)pm__rt.spin_ns * 1e-9; /* PMLIB_SPIN_US */
     if (C.nfl > 0 || pm__bulk_busy())
         return 0;
-    bool crowded = C.oversubscribed && atomic_load(&C.active) > 0;
+    bool crowded = pm__rt.crowded && atomic_load(&C.active) > 0;
     if (atomic_load(&C.expect) > 0)
         return crowded ? 5e-6 : 0;
     if (crowded)
         return idle < 1e-3 ? 10e-6 : 50e-6;
-    if (idle < C.spin)
+    if (idle < spin)
         return 0;
     if (atomic_load(&C.active) > 0)
         return 20e-6;
-    return idle < C.spin + 0.001 ? 20e-6 : idle < C.spin + 0.01 ? 100e-6 : 1e-3;
+    return idle < spin + 0.001 ? 20e-6 : idle < spin + 0.01 ? 100e-6 : 1e-3;
 }
 
 /* Naps (a queued send ends the nap at once) or yields the core. */
@@ -477,9 +476,6 @@ int pm__comm_start(const pm__host_info_t *me)
     double now = pm__now();
     for (int h = 0; h < n; h++)
         C.last_heard[h] = now;
-    C.spin = (double)pm__env_uint("PMLIB_SPIN_US", "microseconds", 0, 10000000, 100) * 1e-6;
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    C.oversubscribed = (long)pm__rt.local_size * (pm__rt.nstubs + 1) > cores;
     if (MPI_Comm_dup(MPI_COMM_WORLD, &pm__bulk_comm) != MPI_SUCCESS)
         return PM__FAIL(PM_EMPI, "pm_init: cannot make the communicator for payloads");
     int rc = pm__bulk_start();

@@ -161,6 +161,9 @@ int pm_init(int *argc, char ***argv)
     pthread_cond_init(&pm__rt.work_cv, NULL);
     pthread_cond_init(&pm__rt.done_cv, NULL);
     rc = pm__stubs_start();
+    /* More busy threads than cores (stubs, the program's thread, other
+     * ranks here): pollers yield their core while they wait. */
+    pm__rt.crowded = (long)pm__rt.local_size * (pm__rt.nstubs + 1) > online_cpus();
     if (rc == 0 && (rc = start_comm()) != 0)
         pm__stubs_stop();
     if (rc != 0) {
@@ -171,9 +174,6 @@ int pm_init(int *argc, char ***argv)
         atomic_store(&life, LIFE_DOWN);
         return rc;
     }
-    /* More busy threads than cores (stubs, the program's thread, other
-     * ranks here): pollers yield their core while they wait. */
-    pm__rt.crowded = (long)pm__rt.local_size * (pm__rt.nstubs + 1) > online_cpus();
     pm__rt.initialized = 1;
     atomic_store(&life, LIFE_UP);
     pm__trace_init();
