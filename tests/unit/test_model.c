@@ -22,6 +22,7 @@
 #include "core/internal.h"
 #include "sched/model.h"
 #include "sched/ranges.h"
+#include "taskshell.h"
 
 #define NSTUBS 4
 
@@ -374,46 +375,13 @@ END_TEST
 
 /* ---- the pull policy with a model ---------------------------------------- */
 
-static int noop(const pm_subtask_info_t *info)
-{
-    (void)info;
-    return 0;
-}
-
 static pm__stub_t cpu_stubs[NSTUBS];
 
 /* A task shell of `nchunks` one-subtask chunks on NSTUBS CPU stubs, whose
  * model `m` sees stub 0 as the fast device. */
 static pm__task_t *make_task(uint64_t nchunks, pm__model_t *m)
 {
-    pm__task_t *t = calloc(1, sizeof *t);
-    t->nchunks = nchunks;
-    t->hi = nchunks;
-    t->grain = 1;
-    t->desc.subtasks = nchunks;
-    t->desc.devices = PM_DEVICE_ANY;
-    t->desc.sched = PM_SCHED_PULL;
-    t->cbs.cb.cpu = noop;
-    t->cbs.model = m;
-    t->counts = calloc(NSTUBS, sizeof *t->counts);
-    t->sched_space = pm__aligned_alloc(pm__ranges_space(NSTUBS));
-    for (int i = 0; i < NSTUBS; i++) {
-        cpu_stubs[i] = (pm__stub_t){.index = i, .ops = &pm__cpu_ops, .speed = 1.0};
-        t->counts[i].runnable = true;
-    }
-    pm__rt.stubs = cpu_stubs;
-    pm__rt.nstubs = NSTUBS;
-    t->policy = pm__sched_policy(PM_SCHED_PULL);
-    ck_assert_int_eq(t->policy->init(t, NSTUBS), 0);
-    return t;
-}
-
-static void free_task(pm__task_t *t)
-{
-    t->policy->fini(t);
-    free(t->sched_space);
-    free(t->counts);
-    free(t);
+    return ts_task(nchunks, PM_SCHED_PULL, m, cpu_stubs, NSTUBS);
 }
 
 /* Chunks each stub gets, taking in turn until all are refused. */
@@ -442,7 +410,7 @@ START_TEST(pull_keeps_equal_shares_when_the_model_knows_nothing)
     drain(t, got);
     for (int s = 0; s < NSTUBS; s++)
         ck_assert_uint_eq(got[s], 25);
-    free_task(t);
+    ts_free(t);
     ck_assert_int_eq(setenv("PMLIB_MODEL_DIR", "off", 1), 0);
     pm__model_destroy(m);
 }
@@ -460,12 +428,12 @@ START_TEST(pull_gives_a_far_slower_device_nothing)
     uint64_t got[NSTUBS];
     drain(t, got);
     ck_assert_uint_eq(got[0], 100);
-    free_task(t);
+    ts_free(t);
 
     /* Many chunks: the slow device pays at the start, and gets a share. */
     t = make_task(4000, m);
     ck_assert_uint_gt(atomic_load(&t->sched->slot[1].hi) - atomic_load(&t->sched->slot[1].lo), 0);
-    free_task(t);
+    ts_free(t);
 
     /* Held back task after task, one of its stubs probes one chunk. */
     int probes = 0;
@@ -476,7 +444,7 @@ START_TEST(pull_gives_a_far_slower_device_nothing)
         ck_assert_uint_le(slow, 1);
         ck_assert_uint_eq(got[0] + slow, 100);
         probes += slow == 1;
-        free_task(t);
+        ts_free(t);
     }
     ck_assert_int_eq(probes, 2); /* after 16 tasks, then 32 more */
     ck_assert_int_eq(setenv("PMLIB_MODEL_DIR", "off", 1), 0);

@@ -10,46 +10,15 @@
 
 #include "core/internal.h"
 #include "sched/ranges.h"
+#include "taskshell.h"
 
 #define NSTUBS 4
 
-static int noop(const pm_subtask_info_t *info)
-{
-    (void)info;
-    return 0;
-}
-
 static pm__stub_t stubs[NSTUBS];
 
-/* A task shell with just what the scheduler reads. */
 static pm__task_t *make_task(uint64_t nchunks, pm_sched_t sched)
 {
-    pm__task_t *t = calloc(1, sizeof *t);
-    t->nchunks = nchunks;
-    t->hi = nchunks;
-    t->desc.devices = PM_DEVICE_ANY;
-    t->desc.sched = sched;
-    t->cbs.cb.cpu = noop;
-    t->counts = calloc(NSTUBS, sizeof *t->counts);
-    t->sched_space = pm__aligned_alloc(pm__ranges_space(NSTUBS));
-    for (int i = 0; i < NSTUBS; i++) {
-        stubs[i] = (pm__stub_t){.index = i, .ops = &pm__cpu_ops, .speed = 1.0};
-        t->counts[i].runnable = true;
-    }
-    pm__rt.stubs = stubs;
-    pm__rt.nstubs = NSTUBS;
-    t->policy = pm__sched_policy(sched);
-    ck_assert_ptr_nonnull(t->policy);
-    ck_assert_int_eq(t->policy->init(t, NSTUBS), 0);
-    return t;
-}
-
-static void free_task(pm__task_t *t)
-{
-    t->policy->fini(t);
-    free(t->sched_space);
-    free(t->counts);
-    free(t);
+    return ts_task(nchunks, sched, NULL, stubs, NSTUBS);
 }
 
 START_TEST(pull_hands_out_each_chunk_once)
@@ -77,7 +46,7 @@ START_TEST(pull_hands_out_each_chunk_once)
     for (uint64_t i = 0; i < n; i++)
         ck_assert_int_eq(seen[i], 1);
     free(seen);
-    free_task(t);
+    ts_free(t);
 }
 END_TEST
 
@@ -106,7 +75,7 @@ START_TEST(idle_stubs_steal_under_pull)
     ck_assert_uint_gt(steals, 0);
     ck_assert(!t->policy->take(t, 0, &c));
     free(seen);
-    free_task(t);
+    ts_free(t);
 }
 END_TEST
 
@@ -123,7 +92,7 @@ START_TEST(static_never_steals)
     /* Stub 0 still has its whole share. */
     ck_assert(t->policy->take(t, 0, &c));
     ck_assert_uint_eq(c, 0);
-    free_task(t);
+    ts_free(t);
 }
 END_TEST
 
@@ -179,7 +148,7 @@ START_TEST(concurrent_take_and_steal)
     for (uint64_t i = 0; i < n; i++)
         ck_assert_int_eq(atomic_load(&seen[i]), 1);
     free(seen);
-    free_task(t);
+    ts_free(t);
 }
 END_TEST
 

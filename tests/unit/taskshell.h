@@ -1,0 +1,57 @@
+/*
+ * A task shell for the scheduling tests: just what a policy reads, on
+ * `nstubs` CPU stubs (written into `stubs` and installed in the runtime),
+ * each of which may run the task; chunks of one subtask each.
+ */
+#ifndef PMLIB_TASKSHELL_H
+#define PMLIB_TASKSHELL_H
+
+#include <check.h>
+#include <stdlib.h>
+
+#include "core/internal.h"
+#include "sched/ranges.h"
+
+static int ts_noop(const pm_subtask_info_t *info)
+{
+    (void)info;
+    return 0;
+}
+
+static inline pm__task_t *ts_task(uint64_t nchunks, pm_sched_t sched, struct pm__model *model,
+                                  pm__stub_t *stubs, int nstubs)
+{
+    pm__task_t *t = calloc(1, sizeof *t);
+    ck_assert_ptr_nonnull(t);
+    t->nchunks = nchunks;
+    t->hi = nchunks;
+    t->grain = 1;
+    t->desc.subtasks = nchunks;
+    t->desc.devices = PM_DEVICE_ANY;
+    t->desc.sched = sched;
+    t->cbs.cb.cpu = ts_noop;
+    t->cbs.model = model;
+    t->counts = calloc((size_t)nstubs, sizeof *t->counts);
+    t->sched_space = pm__aligned_alloc(pm__ranges_space(nstubs));
+    ck_assert(t->counts != NULL && t->sched_space != NULL);
+    for (int i = 0; i < nstubs; i++) {
+        stubs[i] = (pm__stub_t){.index = i, .ops = &pm__cpu_ops, .speed = 1.0};
+        t->counts[i].runnable = true;
+    }
+    pm__rt.stubs = stubs;
+    pm__rt.nstubs = nstubs;
+    t->policy = pm__sched_policy(sched);
+    ck_assert_ptr_nonnull(t->policy);
+    ck_assert_int_eq(t->policy->init(t, nstubs), 0);
+    return t;
+}
+
+static inline void ts_free(pm__task_t *t)
+{
+    t->policy->fini(t);
+    free(t->sched_space);
+    free(t->counts);
+    free(t);
+}
+
+#endif /* PMLIB_TASKSHELL_H */
