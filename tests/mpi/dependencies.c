@@ -41,6 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mpitest.h"
 #include "pmlib.h"
 
 #define NMEM 4
@@ -70,19 +71,6 @@ typedef struct op {
 } op_t;
 
 static int mix_static; /* --static */
-
-static int fail(const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    printf("FAIL: ");
-    vprintf(fmt, ap);
-    printf("\n");
-    fflush(stdout);
-    va_end(ap);
-    return 1;
-}
 
 static uint64_t next_rand(uint64_t *state)
 {

@@ -30,14 +30,14 @@ tests_mpi_fault_kill_SOURCES = tests/mpi/fault_kill.c
 tests_mpi_fault_kill_LDADD = pmlib/libpmlib.la
 tests_mpi_multi_assign_SOURCES = tests/mpi/multi_assign.c
 tests_mpi_multi_assign_LDADD = pmlib/libpmlib.la
-tests_mpi_transfer_SOURCES = tests/mpi/transfer.c
+tests_mpi_transfer_SOURCES = tests/mpi/transfer.c tests/mpi/mpitest.h
 tests_mpi_transfer_LDADD = pmlib/libpmlib.la
-tests_mpi_prefetch_SOURCES = tests/mpi/prefetch.c
+tests_mpi_prefetch_SOURCES = tests/mpi/prefetch.c tests/mpi/mpitest.h
 tests_mpi_prefetch_LDADD = pmlib/libpmlib.la
 tests_mpi_fault_transfer_SOURCES = tests/mpi/fault_transfer.c
 tests_mpi_fault_transfer_LDADD = pmlib/libpmlib.la
 tests_mpi_misuse_SOURCES = tests/mpi/misuse.c
 tests_mpi_misuse_LDADD = pmlib/libpmlib.la
-tests_mpi_dependencies_SOURCES = tests/mpi/dependencies.c
+tests_mpi_dependencies_SOURCES = tests/mpi/dependencies.c tests/mpi/mpitest.h
 tests_mpi_dependencies_LDADD = pmlib/libpmlib.la
 endif

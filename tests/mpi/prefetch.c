@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mpitest.h"
 #include "pmlib.h"
 
 #define ITERATIONS 50
@@ -36,27 +37,6 @@
 #define RADIUS 2u   /* stencil reach in words, so the halo */
 #define CHAIN_TASKS 16
 #define INPLACE_TASKS 12
-
-static int fail(const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    printf("FAIL: ");
-    vprintf(fmt, ap);
-    printf("\n");
-    fflush(stdout);
-    va_end(ap);
-    return 1;
-}
-
-static uint64_t mix(uint64_t x)
-{
-    x += UINT64_C(0x9E3779B97F4A7C15);
-    x = (x ^ (x >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
-    x = (x ^ (x >> 27)) * UINT64_C(0x94D049BB133111EB);
-    return x ^ (x >> 31);
-}
 
 static uint64_t rotl(uint64_t x, unsigned r)
 {

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mpitest.h"
 #include "pmlib.h"
 
 #define MiB (UINT64_C(1) << 20)
@@ -43,28 +44,6 @@ typedef struct xf_case {
     unsigned shift;  /* word i holds hash(i >> shift): runs of 2^shift */
     unsigned flags;  /* PM_TASK_* */
 } xf_case_t;
-
-static int fail(const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    printf("FAIL: ");
-    vprintf(fmt, ap);
-    printf("\n");
-    fflush(stdout);
-    va_end(ap);
-    return 1;
-}
-
-/* splitmix64: a word that depends on every bit of its position. */
-static uint64_t mix(uint64_t x)
-{
-    x += UINT64_C(0x9E3779B97F4A7C15);
-    x = (x ^ (x >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
-    x = (x ^ (x >> 27)) * UINT64_C(0x94D049BB133111EB);
-    return x ^ (x >> 31);
-}
 
 /* The checksum of words [lo, hi): position-weighted, so a word copied to
  * the wrong place changes it. */
