@@ -70,8 +70,6 @@ void pm__comm_recv_bulk(pm__rbuf_t *m, const pm__seg_t *segs, int nseg, pm__bulk
  * spanning hosts runs here (active); counters, thread-safe. */
 void pm__comm_expect(int delta);
 void pm__comm_active(int delta);
-/* Payload bytes per second from `host`, as measured (0: not yet known). */
-double pm__comm_rate(int host);
 
 /* Handlers, run on the comm thread. */
 typedef void (*pm__handler_fn)(int src, pm__rbuf_t *msg);

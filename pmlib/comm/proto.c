@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "reduce/acc.h"
+#include "sched/hosts.h"
 #include "sched/ranges.h"
 
 /* ---- host 0: sending a task --------------------------------------------- */
@@ -49,12 +50,19 @@ static void send_task(const pm__task_t *t, int h)
 }
 
 /* While a task spanning hosts runs, the comm thread polls without naps:
- * requests for its data must be answered in microseconds. */
+ * requests for its data must be answered in microseconds. A host the costs
+ * gave no chunk is not told of the task at all: it could only ask for work
+ * that would not pay, and host 0 would wait for it to say so. */
 void pm__proto_task_started(pm__task_t *t)
 {
     pm__comm_active(1);
-    for (int h = 1; h < pm__rt.nhosts; h++)
+    for (int h = 1; h < pm__rt.nhosts; h++) {
+        if (t->hosts_by_cost && !t->host_fed[h] && t->nchunks > 0) {
+            atomic_fetch_sub(&t->outstanding, 1); /* it will not drain; chunks keep this above 0 */
+            continue;
+        }
         send_task(t, h);
+    }
 }
 
 void pm__proto_task_finished(pm__task_t *t)
@@ -303,8 +311,19 @@ static void ask_next_victim_locked(pm__task_t *t)
         v = (v + 1) % n;
     t->steal_victim = v;
     t->steal_pending = 1;
+    /* With the chunks per second this host measured in the task (0: none
+     * yet), so that host 0 weighs its speed against moving the data. */
+    double rate = 0;
+    for (int s = 0; s < pm__rt.nstubs; s++) {
+        uint64_t ns = atomic_load_explicit(&t->counts[s].chunk_ns, memory_order_relaxed);
+        if (ns > 0)
+            rate += 1e9 / (double)ns;
+    }
+    uint64_t bits;
+    memcpy(&bits, &rate, sizeof bits);
     pm__wbuf_t b = {0};
     pm__wbuf_u64(&b, t->seq);
+    pm__wbuf_u64(&b, bits);
     pm__comm_send(v, PM__TAG_STEAL_REQ, &b);
 }
 
@@ -448,17 +467,56 @@ void pm__proto_on_copy_reply(int src, pm__rbuf_t *m)
     pthread_mutex_unlock(&pm__rt.lock);
 }
 
+/*
+ * Host 0, asked for work by host h: as many queued chunks as h finishes no
+ * later than host 0 would, counting the bytes they move (and, for a host
+ * new to the task, the bytes every chunk reads). Speeds as measured in the
+ * task, else by the model; unknown: half of a range, as other hosts give.
+ */
+static uint64_t grant_locked(pm__task_t *t, int h, double theirs)
+{
+    double mine = 0;
+    for (int s = 0; s < pm__rt.nstubs; s++) {
+        uint64_t ns = atomic_load_explicit(&t->counts[s].chunk_ns, memory_order_relaxed);
+        if (ns > 0)
+            mine += 1e9 / (double)ns;
+    }
+    if (mine <= 0)
+        mine = pm__host_speed(t, 0);
+    if (theirs <= 0)
+        theirs = pm__host_speed(t, h);
+    if (mine <= 0 || theirs <= 0)
+        return UINT64_MAX;
+    double bw = pm__comm_rate(h) > 0 ? pm__comm_rate(h) : PM__HOST_BW_GUESS;
+    double link = (t->xfer_in + t->xfer_out) / bw;
+    if (link > 1 / theirs)
+        theirs = 1 / link;
+    double lat = (t->xfer_in + t->xfer_out + (t->host_fed[h] ? 0 : t->xfer_common)) / bw;
+    uint64_t k = pm__grant_by_cost(mine, theirs, lat, pm__ranges_left(t));
+    pm__debug("task %llu: host %d asks for work: %.3g chunks/s here, %.3g there, %.3g s away: %llu chunks",
+              (unsigned long long)t->seq, h, mine, theirs, lat, (unsigned long long)k);
+    return k;
+}
+
 void pm__proto_on_steal_req(int src, pm__rbuf_t *m)
 {
-    uint64_t seq = pm__rbuf_u64(m), lo = 0, hi = 0;
+    uint64_t seq = pm__rbuf_u64(m), bits = pm__rbuf_u64(m), lo = 0, hi = 0;
     if (m->bad)
         return;
+    double theirs;
+    memcpy(&theirs, &bits, sizeof theirs);
     pthread_mutex_lock(&pm__rt.lock);
     pm__task_t *t = pm__task_find_locked(seq);
     if (t != NULL && t->state == PM__TASK_RUN && t->sched != NULL && !t->drain_sent &&
-        t->desc.sched == PM_SCHED_PULL && pm__ranges_give(t, &lo, &hi))
-        pm__debug("task %llu: host %d takes chunks %llu..%llu", (unsigned long long)seq, src,
-                  (unsigned long long)lo, (unsigned long long)hi - 1);
+        t->desc.sched == PM_SCHED_PULL) {
+        uint64_t max = pm__rt.host == 0 && t->host_fed != NULL ? grant_locked(t, src, theirs) : UINT64_MAX;
+        if (max > 0 && pm__ranges_give(t, max, &lo, &hi)) {
+            if (t->host_fed != NULL)
+                t->host_fed[src] = 1;
+            pm__debug("task %llu: host %d takes chunks %llu..%llu", (unsigned long long)seq, src,
+                      (unsigned long long)lo, (unsigned long long)hi - 1);
+        }
+    }
     pthread_mutex_unlock(&pm__rt.lock);
     pm__wbuf_t b = {0};
     pm__wbuf_u64(&b, seq);

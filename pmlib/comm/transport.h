@@ -34,6 +34,9 @@ pm__out_t *pm__tx_control(int dest, int tag, pm__wbuf_t *b);
 
 /* bulk.c, on the comm thread */
 int pm__bulk_start(void);
+/* Host 0 measures the link to every host once (collective, before the comm
+ * thread starts). */
+void pm__bulk_probe(void);
 void pm__bulk_stop(void);
 /* Prepares a fragment's address, count and datatype before MPI_Isend. */
 void pm__bulk_frag_prepare(pm__out_t *o);

@@ -234,6 +234,9 @@ typedef struct pm__task {
     /* several hosts */
     bool remote;             /* run here on behalf of host 0 */
     uint64_t *host_lo, *host_hi; /* host 0: each host's initial share */
+    unsigned char *host_fed;     /* host 0: hosts with chunks of it, first or stolen (rt lock) */
+    bool hosts_by_cost;          /* host 0: shares by cost; hosts without one never see it */
+    double xfer_common, xfer_in, xfer_out; /* host 0: bytes per chunk (sched/hosts.h) */
     int inprogress;          /* rt lock: chunks held by this host's stubs (remote tasks) */
     int steal_pending, steal_victim, steal_tried, drained, drain_sent; /* rt lock */
     int copy_pending, copy_tried, copies_done, copies;                 /* rt lock */
@@ -405,6 +408,11 @@ typedef struct pm__host_info {
 extern pm__host_info_t *pm__hosts;
 
 int pm__comm_init(int *argc, char ***argv, int *host, int *nhosts, int *local_rank, int *local_size);
+/* Payload bytes per second from `host`, as measured (0: not yet known). */
+double pm__comm_rate(int host);
+/* Host 0: chunks per second host h runs task t, by the performance model
+ * (0: unknown or none). */
+double pm__host_speed(pm__task_t *t, int h);
 /* Exchanges the host table and starts the comm thread. */
 struct pm__host_info;
 int pm__comm_start(const struct pm__host_info *me);

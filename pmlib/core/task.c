@@ -12,6 +12,8 @@
 
 #include "exec/cuda.h"
 #include "reduce/ops.h"
+#include "sched/hosts.h"
+#include "sched/model.h"
 #include "sched/ranges.h"
 
 /* Chunks per task when the descriptor leaves the grain to pmlib: enough for
@@ -215,7 +217,8 @@ static int split_hosts(pm__task_t *t)
     int n = pm__rt.nhosts;
     t->host_lo = calloc((size_t)n, sizeof *t->host_lo);
     t->host_hi = calloc((size_t)n, sizeof *t->host_hi);
-    if (t->host_lo == NULL || t->host_hi == NULL)
+    t->host_fed = calloc((size_t)n, sizeof *t->host_fed);
+    if (t->host_lo == NULL || t->host_hi == NULL || t->host_fed == NULL)
         return PM_ENOMEM;
     double total = 0, acc = 0;
     for (int h = 0; h < n; h++)
@@ -230,11 +233,114 @@ static int split_hosts(pm__task_t *t)
             hi = lo;
         t->host_lo[h] = lo;
         t->host_hi[h] = hi;
+        t->host_fed[h] = hi > lo;
         lo = hi;
     }
     t->lo = t->host_lo[0];
     t->hi = t->host_hi[0];
     return 0;
+}
+
+/* Chunks per second host h runs, by the performance model, when its
+ * devices alike are taken to be as fast as this host's (0: unknown). */
+static double host_rate(pm__task_t *t, int h)
+{
+    const double per = (double)t->grain * 1e-9;
+    double rate = 0;
+    if (cpu_eligible(t) && pm__hosts[h].ncpu > 0) {
+        double ns = pm__model_ns_named(t->cbs.model, PM_DEVICE_CPU, NULL);
+        if (ns <= 0)
+            return 0;
+        rate += pm__hosts[h].ncpu / (ns * per);
+    }
+    for (int g = 0; g < pm__hosts[h].ngpu && g < PM__MAX_GPUS; g++) {
+        const pm__gpu_desc_t *d = &pm__hosts[h].gpu[g];
+        if (!pm__gpu_eligible(t, d->major, d->minor))
+            continue;
+        double ns = pm__model_ns_named(t->cbs.model, PM_DEVICE_GPU, d->name);
+        if (ns <= 0)
+            return 0;
+        rate += 1 / (ns * per);
+    }
+    return rate;
+}
+
+/* Bytes per second to host h: measured, else a guess. */
+static double host_bw(int h)
+{
+    double bw = pm__comm_rate(h);
+    return bw > 0 ? bw : PM__HOST_BW_GUESS;
+}
+
+/*
+ * Host 0, as a pull task starts (its subscriptions known): the shares by
+ * cost. A host runs its k chunks in lat + k / rate seconds, where lat is
+ * moving the bytes every chunk reads and one chunk's own there and back,
+ * and rate the slower of its devices' speed and the link's chunks per
+ * second. Kept by stubs when the model does not yet know every host's
+ * devices for these callbacks (then stealing, which weighs the same costs
+ * with measured speeds, corrects it).
+ */
+static void split_hosts_by_cost(pm__task_t *t)
+{
+    int n = pm__rt.nhosts;
+    double few_l[16], few_r[16];
+    uint64_t few_c[16];
+    double *lat = n <= 16 ? few_l : malloc((size_t)n * sizeof *lat);
+    double *rate = n <= 16 ? few_r : malloc((size_t)n * sizeof *rate);
+    uint64_t *count = n <= 16 ? few_c : malloc((size_t)n * sizeof *count);
+    if (lat == NULL || rate == NULL || count == NULL)
+        goto out;
+    pm__chunk_bytes_t cb;
+    pm__chunk_bytes(t, &cb);
+    t->xfer_common = cb.common;
+    t->xfer_in = cb.in;
+    t->xfer_out = cb.out;
+    for (int h = 0; h < n; h++) {
+        rate[h] = host_weight(t, h) > 0 ? host_rate(t, h) : 0;
+        if (host_weight(t, h) > 0 && rate[h] <= 0)
+            goto out; /* not known yet */
+    }
+    pm__chunk_bytes_t b = {t->xfer_common, t->xfer_in, t->xfer_out};
+    lat[0] = 0;
+    for (int h = 1; h < n; h++) {
+        double bw = host_bw(h), link = (b.in + b.out) / bw;
+        lat[h] = (b.common + b.in + b.out) / bw;
+        if (rate[h] > 0 && link > 1 / rate[h])
+            rate[h] = 1 / link;
+    }
+    pm__split_by_cost(n, lat, rate, t->nchunks, count);
+    t->hosts_by_cost = true;
+    uint64_t lo = 0;
+    for (int h = 0; h < n; h++) {
+        t->host_lo[h] = lo;
+        t->host_hi[h] = lo += count[h];
+        t->host_fed[h] = count[h] > 0;
+    }
+    pm__debug("task %llu: %llu of %llu chunks stay on host 0 (%.3g bytes per chunk, %.3g read by all)",
+              (unsigned long long)t->seq, (unsigned long long)count[0], (unsigned long long)t->nchunks,
+              b.in + b.out, b.common);
+    if (t->host_lo[0] != t->lo || t->host_hi[0] != t->hi) {
+        t->policy->fini(t);
+        t->lo = t->host_lo[0];
+        t->hi = t->host_hi[0];
+        if (t->policy->init(t, pm__rt.nstubs) != 0) {
+            pm__error("out of memory re-planning task %llu; aborting the job", (unsigned long long)t->seq);
+            abort();
+        }
+    }
+out:
+    if (lat != few_l)
+        free(lat);
+    if (rate != few_r)
+        free(rate);
+    if (count != few_c)
+        free(count);
+}
+
+double pm__host_speed(pm__task_t *t, int h)
+{
+    return host_weight(t, h) > 0 ? host_rate(t, h) : 0;
 }
 
 /* ---- creation ---------------------------------------------------------- */
@@ -249,6 +355,7 @@ static void task_free(pm__task_t *t)
     free(t->done_map);
     free(t->host_lo);
     free(t->host_hi);
+    free(t->host_fed);
     if (t->subs_set != NULL) {
         pm__subs_release(t);
     } else if (t->chunk_subs != NULL) {
@@ -595,6 +702,8 @@ static void link_locked(pm__task_t *t)
 /* From here on subtasks may write; versions will move. */
 static void start_running_locked(pm__task_t *t)
 {
+    if (pm__rt.nhosts > 1 && t->desc.sched == PM_SCHED_PULL && t->host_lo != NULL)
+        split_hosts_by_cost(t);
     __atomic_store_n(&t->state, PM__TASK_RUN, __ATOMIC_RELEASE);
     t->t_start = pm__now();
     atomic_store(&t->started, 1);

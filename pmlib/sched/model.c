@@ -192,6 +192,22 @@ double pm__model_ns(const pm__model_t *m, int stub)
     return get_d(&d->ns);
 }
 
+double pm__model_ns_named(const pm__model_t *m, int kind, const char *name)
+{
+    if (m == NULL)
+        return 0;
+    char clean[sizeof m->dev[0].name];
+    if (kind == PM_DEVICE_CPU) {
+        pthread_once(&cpu_once, read_cpu_name);
+        name = cpu_name;
+    }
+    clean_name(clean, sizeof clean, name);
+    int i = find_dev(m, kind, clean);
+    if (i < 0 || get_u(&m->dev[i].samples) == 0)
+        return 0;
+    return get_d(&m->dev[i].ns);
+}
+
 void pm__model_bytes(const pm__model_t *m, int stub, double *in, double *out)
 {
     const pm__model_dev_t *d = pm__model_dev_of(m, stub);

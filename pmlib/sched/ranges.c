@@ -151,7 +151,7 @@ uint64_t pm__ranges_left(const pm__task_t *t)
     return n;
 }
 
-bool pm__ranges_give(pm__task_t *t, uint64_t *lo, uint64_t *hi)
+bool pm__ranges_give(pm__task_t *t, uint64_t max, uint64_t *lo, uint64_t *hi)
 {
     struct pm__sched_state *st = t->sched;
     for (;;) {
@@ -166,8 +166,9 @@ bool pm__ranges_give(pm__task_t *t, uint64_t *lo, uint64_t *hi)
             pthread_mutex_unlock(&vr->lock);
             continue;
         }
-        /* A lone chunk stays: it starts here sooner than its data could move. */
-        uint64_t take = (b - a) / 2;
+        /* Half by default; a lone chunk stays, as it starts here sooner
+         * than its data could move. */
+        uint64_t take = max == UINT64_MAX ? (b - a) / 2 : max < b - a ? max : b - a;
         if (take > 0)
             atomic_store_explicit(&vr->hi, b - take, memory_order_relaxed);
         pthread_mutex_unlock(&vr->lock);

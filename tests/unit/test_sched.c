@@ -1,14 +1,18 @@
 /*
  * Range hand-out and stealing: every chunk of a task goes to exactly one
  * stub, whatever the interleaving; initial shares are contiguous and follow
- * the weights; idle stubs steal under pull and never under static.
+ * the weights; idle stubs steal under pull and never under static. Between
+ * hosts, shares and grants follow speed and the cost of moving data, and a
+ * task's bytes per chunk come from its subscriptions.
  */
 #include <check.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/internal.h"
+#include "sched/hosts.h"
 #include "sched/ranges.h"
 #include "taskshell.h"
 
@@ -152,6 +156,121 @@ START_TEST(concurrent_take_and_steal)
 }
 END_TEST
 
+/* Equal hosts, free data: equal shares; every chunk placed once. */
+START_TEST(split_equal_hosts_free_data)
+{
+    const double lat[3] = {0, 0, 0}, rate[3] = {10, 10, 10};
+    uint64_t c[3];
+    pm__split_by_cost(3, lat, rate, 300, c);
+    ck_assert_uint_eq(c[0] + c[1] + c[2], 300);
+    for (int h = 0; h < 3; h++)
+        ck_assert(c[h] >= 99 && c[h] <= 101);
+}
+END_TEST
+
+/* A host twice as fast takes twice the chunks; one whose data would take
+ * longer than host 0 needs for everything takes none. */
+START_TEST(split_follows_speed_and_cost)
+{
+    const double lat[3] = {0, 0, 100}, rate[3] = {10, 20, 1000};
+    uint64_t c[3];
+    pm__split_by_cost(3, lat, rate, 300, c);
+    ck_assert_uint_eq(c[2], 0);
+    ck_assert_uint_eq(c[0] + c[1], 300);
+    ck_assert(c[1] >= 199 && c[1] <= 200);
+    /* Finishing times balance: host 1 waits lat 1 s, then runs as fast. */
+    const double lat2[2] = {0, 1}, rate2[2] = {10, 10};
+    pm__split_by_cost(2, lat2, rate2, 100, c);
+    ck_assert_uint_eq(c[0] + c[1], 100);
+    ck_assert(c[1] >= 44 && c[1] <= 45);          /* (T - 1) * 10 = 100 - T * 10: T = 5.5 */
+    /* No host may run it at all: host 0 keeps the chunks (its policy decides). */
+    const double zero[2] = {0, 0};
+    pm__split_by_cost(2, lat2, zero, 7, c);
+    ck_assert_uint_eq(c[0], 7);
+    ck_assert_uint_eq(c[1], 0);
+}
+END_TEST
+
+START_TEST(grant_only_what_pays)
+{
+    /* Equal speeds, no latency: half. */
+    ck_assert_uint_eq(pm__grant_by_cost(10, 10, 0, 100), 50);
+    /* Data further away than the whole rest takes here: nothing. */
+    ck_assert_uint_eq(pm__grant_by_cost(10, 10, 11, 100), 0);
+    /* lat 1 s: (10 - 1) / (0.1 + 0.1) = 45. */
+    ck_assert_uint_eq(pm__grant_by_cost(10, 10, 1, 100), 45);
+    /* A much faster host may take nearly all; never more than is left. */
+    ck_assert_uint_le(pm__grant_by_cost(1, 1e9, 0, 100), 100);
+    ck_assert_uint_ge(pm__grant_by_cost(1, 1e9, 0, 100), 99);
+    ck_assert_uint_eq(pm__grant_by_cost(10, 0, 0, 100), 0);
+    ck_assert_uint_eq(pm__grant_by_cost(10, 10, 0, 0), 0);
+    ck_assert_uint_eq(pm__grant_by_cost(10, 10, NAN, 100), 0);
+}
+END_TEST
+
+/* A capped give takes at most that many from the back of the largest range. */
+START_TEST(give_at_most)
+{
+    pm__task_t *t = make_task(100, PM_SCHED_PULL); /* 25 chunks per stub */
+    uint64_t lo, hi;
+    ck_assert(pm__ranges_give(t, 3, &lo, &hi));
+    ck_assert_uint_eq(hi - lo, 3);
+    ck_assert(pm__ranges_give(t, UINT64_MAX, &lo, &hi));
+    ck_assert_uint_eq(hi - lo, 12);
+    ck_assert(pm__ranges_give(t, 1000, &lo, &hi));
+    ck_assert_uint_eq(hi - lo, 25);
+    ts_free(t);
+}
+END_TEST
+
+static void add_sub(pm__chunk_subs_t *cs, int k, int mem, int access, uint64_t off, uint64_t block,
+                    uint64_t stride, uint64_t count)
+{
+    cs->recs = realloc(cs->recs, (cs->n + 1) * sizeof *cs->recs);
+    cs->recs[cs->n++] = (pm__sub_t){off, block, stride, count, (uint8_t)mem, (uint8_t)access};
+    cs->start[k + 1] = cs->n;
+}
+
+/* matmul's shape: every chunk reads all of B (memory 1) and its own rows of
+ * A (memory 0), and writes its rows of C (memory 2); columns of a
+ * row-major array (strided) share nothing. */
+START_TEST(chunk_bytes_from_subscriptions)
+{
+    const uint64_t n = 4;
+    pm__task_t t = {.nchunks = n, .grain = 1};
+    t.desc.subtasks = n;
+    t.desc.nmem = 3;
+    pm__chunk_subs_t cs[4] = {0};
+    for (uint64_t c = 0; c < n; c++) {
+        cs[c].start = calloc(2, sizeof *cs[c].start);
+        add_sub(&cs[c], 0, 0, PM_READ, c * 1000, 1000, 1000, 1);
+        add_sub(&cs[c], 0, 1, PM_READ, 0, 8000, 8000, 1);
+        add_sub(&cs[c], 0, 2, PM_WRITE, c * 500, 500, 500, 1);
+    }
+    t.chunk_subs = cs;
+    pm__chunk_bytes_t b;
+    pm__chunk_bytes(&t, &b);
+    ck_assert(fabs(b.common - 8000) < 1e-9);
+    ck_assert(fabs(b.in - 1000) < 1e-9);
+    ck_assert(fabs(b.out - 500) < 1e-9);
+    for (uint64_t c = 0; c < n; c++) {
+        free(cs[c].recs);
+        cs[c].recs = NULL;
+        cs[c].n = 0;
+        /* column c of a 4 x 4 array of 8-byte elements, read and written */
+        add_sub(&cs[c], 0, 0, PM_READ_WRITE, c * 8, 8, 32, 4);
+    }
+    pm__chunk_bytes(&t, &b);
+    ck_assert(fabs(b.common) < 1e-9);
+    ck_assert(fabs(b.in - 32) < 1e-9);
+    ck_assert(fabs(b.out - 32) < 1e-9);
+    for (uint64_t c = 0; c < n; c++) {
+        free(cs[c].recs);
+        free(cs[c].start);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("sched");
@@ -162,6 +281,13 @@ int main(void)
     tcase_add_test(tc, weights_set_share_sizes);
     tcase_add_test(tc, concurrent_take_and_steal);
     suite_add_tcase(s, tc);
+    TCase *th = tcase_create("hosts");
+    tcase_add_test(th, split_equal_hosts_free_data);
+    tcase_add_test(th, split_follows_speed_and_cost);
+    tcase_add_test(th, grant_only_what_pays);
+    tcase_add_test(th, give_at_most);
+    tcase_add_test(th, chunk_bytes_from_subscriptions);
+    suite_add_tcase(s, th);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);

@@ -1,0 +1,130 @@
+/* Cost of placing chunks on other hosts; see hosts.h. */
+#include "sched/hosts.h"
+
+#include <math.h>
+
+#include "reduce/acc.h"
+
+void pm__split_by_cost(int nhosts, const double *lat, const double *rate, uint64_t n,
+                       uint64_t *count)
+{
+    for (int h = 0; h < nhosts; h++)
+        count[h] = 0;
+    /* The finishing time T at which the hosts together take n chunks:
+     * sum over h of max(0, (T - lat[h]) * rate[h]) = n, by bisection. */
+    double lo = 0, hi = 0;
+    for (int h = 0; h < nhosts; h++)
+        if (rate[h] > 0 && (hi == 0 || lat[h] + (double)n / rate[h] < hi))
+            hi = lat[h] + (double)n / rate[h];
+    if (hi == 0) {
+        count[0] = n;
+        return;
+    }
+    for (int it = 0; it < 100 && hi - lo > 1e-12 * hi; it++) {
+        double mid = (lo + hi) / 2, took = 0;
+        for (int h = 0; h < nhosts; h++)
+            if (rate[h] > 0 && mid > lat[h])
+                took += (mid - lat[h]) * rate[h];
+        if (took >= (double)n)
+            hi = mid;
+        else
+            lo = mid;
+    }
+    uint64_t given = 0;
+    for (int h = 1; h < nhosts; h++) {
+        if (rate[h] <= 0 || hi <= lat[h])
+            continue;
+        double k = floor((hi - lat[h]) * rate[h]);
+        count[h] = k >= (double)(n - given) ? n - given : (uint64_t)k;
+        given += count[h];
+    }
+    count[0] = n - given;
+}
+
+uint64_t pm__grant_by_cost(double mine, double theirs, double lat, uint64_t left)
+{
+    if (theirs <= 0 || left == 0)
+        return 0;
+    if (mine <= 0)
+        return left;
+    /* lat + k / theirs <= (left - k) / mine */
+    double k = ((double)left / mine - lat) / (1.0 / theirs + 1.0 / mine);
+    if (!(k >= 1))
+        return 0;
+    return k >= (double)left ? left : (uint64_t)k;
+}
+
+/* The union of the bytes chunk c reads (rd) and writes (wr), per memory. */
+static int chunk_sets(const pm__task_t *t, uint64_t c, pm__acc_t *rd, pm__acc_t *wr)
+{
+    const pm__chunk_subs_t *cs = &t->chunk_subs[c];
+    int rc = 0;
+    for (uint32_t i = 0; cs->recs != NULL && i < cs->n && rc == 0; i++) {
+        const pm__sub_t *r = &cs->recs[i];
+        if (r->access & PM_READ)
+            rc = pm__acc_apply_rows(&rd[r->mem], r->offset, r->block, r->stride, r->count, true);
+        if (rc == 0 && (r->access & PM_WRITE))
+            rc = pm__acc_apply_rows(&wr[r->mem], r->offset, r->block, r->stride, r->count, true);
+    }
+    return rc;
+}
+
+static double set_bytes(const pm__acc_t *a)
+{
+    double n = 0;
+    for (uint32_t i = 0; i < a->ncov; i++)
+        n += (double)(a->cov[i].hi - a->cov[i].lo);
+    return n;
+}
+
+void pm__chunk_bytes(const pm__task_t *t, pm__chunk_bytes_t *b)
+{
+    *b = (pm__chunk_bytes_t){0, 0, 0};
+    if (t->chunk_subs == NULL || t->nchunks == 0)
+        return;
+    pm__acc_t rd[PM_MAX_TASK_MEMORIES] = {0}, wr[PM_MAX_TASK_MEMORIES] = {0};
+    uint64_t last = t->nchunks - 1;
+    double in0 = 0, in1 = 0, out0 = 0, out1 = 0, both = 0;
+    int rc = chunk_sets(t, 0, rd, wr);
+    for (int m = 0; m < t->desc.nmem; m++) {
+        in0 += set_bytes(&rd[m]);
+        out0 += set_bytes(&wr[m]);
+        pm__acc_free(&wr[m]);
+    }
+    if (rc == 0 && last > 0) {
+        /* Read by both ends: |A| + |B| - |A u B|. */
+        pm__acc_t rd1[PM_MAX_TASK_MEMORIES] = {0};
+        rc = chunk_sets(t, last, rd1, wr);
+        for (int m = 0; m < t->desc.nmem && rc == 0; m++) {
+            double a = set_bytes(&rd[m]), b1 = set_bytes(&rd1[m]);
+            in1 += b1;
+            out1 += set_bytes(&wr[m]);
+            for (uint32_t i = 0; i < rd1[m].ncov && rc == 0; i++)
+                rc = pm__acc_cover(&rd[m], rd1[m].cov[i].lo, rd1[m].cov[i].hi);
+            double u = set_bytes(&rd[m]);
+            if (a + b1 > u)
+                both += a + b1 - u;
+        }
+        for (int m = 0; m < PM_MAX_TASK_MEMORIES; m++)
+            pm__acc_free(&rd1[m]);
+    } else {
+        in1 = in0;
+        out1 = out0;
+    }
+    for (int m = 0; m < PM_MAX_TASK_MEMORIES; m++) {
+        pm__acc_free(&rd[m]);
+        pm__acc_free(&wr[m]);
+    }
+    if (rc != 0)
+        return; /* out of memory: nothing known, no cost assumed */
+    /* Per chunk, by the chunk's share of the subtasks (the last may be short). */
+    uint64_t f, l0, l1, l2;
+    pm__chunk_span(t, 0, &f, &l0);
+    pm__chunk_span(t, last, &l1, &l2);
+    double s0 = (double)(l0 - f), s1 = (double)(l2 - l1) > 0 ? (double)(l2 - l1) : 1;
+    double per_in = ((in0 - both) / s0 + (in1 - both) / s1) / 2 * (double)t->grain;
+    double per_out = (out0 / s0 + out1 / s1) / 2 * (double)t->grain;
+    b->common = both;
+    b->in = per_in > 0 ? per_in : 0;
+    b->out = per_out;
+}

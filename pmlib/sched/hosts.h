@@ -1,0 +1,37 @@
+/*
+ * Where a task's chunks go between hosts. Host 0 weighs each host's speed
+ * against what moving a chunk's data there costs (the bytes its
+ * subscriptions name over the bandwidth the transport measured) and gives a
+ * host only the chunks it finishes sooner than host 0 would.
+ */
+#ifndef PMLIB_SCHED_HOSTS_H
+#define PMLIB_SCHED_HOSTS_H
+
+#include "core/internal.h"
+
+/* Bytes per second assumed between hosts until the transport has measured
+ * the link. */
+#define PM__HOST_BW_GUESS 1e9
+
+/* Splits n chunks among nhosts so that the last host finishes as early as
+ * possible, when host h finishes k chunks at lat[h] + k / rate[h] seconds
+ * (rate in chunks per second; 0: the host takes none). Host 0 takes what
+ * rounding leaves. */
+void pm__split_by_cost(int nhosts, const double *lat, const double *rate, uint64_t n,
+                       uint64_t *count);
+
+/* How many chunks a host with `theirs` chunks per second, `lat` seconds
+ * away from its first result, should take of the `left` queued here, where
+ * they run at `mine` chunks per second: the most that still lets it finish
+ * no later than this host finishes the rest (0: none pays). */
+uint64_t pm__grant_by_cost(double mine, double theirs, double lat, uint64_t left);
+
+/* A task's data per chunk as seen from another host (host 0, from the
+ * subscriptions of its first and last chunks): bytes every chunk reads
+ * (sent once per host), and per chunk the other bytes read and written. */
+typedef struct pm__chunk_bytes {
+    double common, in, out;
+} pm__chunk_bytes_t;
+void pm__chunk_bytes(const pm__task_t *t, pm__chunk_bytes_t *b);
+
+#endif /* PMLIB_SCHED_HOSTS_H */
