@@ -100,7 +100,7 @@ static int handle_for(cudaStream_t stream, cublasHandle_t *out)
  * --verify's error bound assumes.
  */
 static int gemm_cublas(const float *a, const float *b, float *c, int rows,
-                       int cols, int n, cudaStream_t stream)
+                       int cols, int k, int n, cudaStream_t stream)
 {
     const float one = 1.0f, zero = 0.0f;
     cublasHandle_t h;
@@ -109,15 +109,16 @@ static int gemm_cublas(const float *a, const float *b, float *c, int rows,
 
     if (rc != 0)
         return rc;
-    st = cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, cols, rows, n, &one, b, n,
-                     a, n, &zero, c, n);
+    st = cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, cols, rows, k, &one, b, n,
+                     a, k, &zero, c, n);
     return st == CUBLAS_STATUS_SUCCESS ? 0 : cublas_failed("cublasSgemm", st);
 }
 
-/* c[i][j] = sum_k a[i][k] b[k][j] for i < rows, j < cols, every row n
- * floats long; threads along j read b and write c coalesced. */
+/* c[i][j] = sum_l a[i][l] b[l][j] for i < rows, j < cols, l < k; rows of
+ * a are k floats long, rows of b and c n floats; threads along j read b and
+ * write c coalesced. */
 __global__ void matmul_simple(const float *a, const float *b, float *c,
-                              int rows, int cols, int n)
+                              int rows, int cols, int k, int n)
 {
     int j = blockIdx.x * blockDim.x + threadIdx.x;
     int i = blockIdx.y * blockDim.y + threadIdx.y;
@@ -125,13 +126,13 @@ __global__ void matmul_simple(const float *a, const float *b, float *c,
 
     if (i >= rows || j >= cols)
         return;
-    for (int k = 0; k < n; k++)
-        sum += a[(size_t)i * n + k] * b[(size_t)k * n + j];
+    for (int l = 0; l < k; l++)
+        sum += a[(size_t)i * k + l] * b[(size_t)l * n + j];
     c[(size_t)i * n + j] = sum;
 }
 
 static int gemm_simple(const float *a, const float *b, float *c, int rows,
-                       int cols, int n, cudaStream_t stream)
+                       int cols, int k, int n, cudaStream_t stream)
 {
     dim3 block(32, 8);
     dim3 grid((cols + 31) / 32, (rows + 7) / 8);
@@ -141,18 +142,18 @@ static int gemm_simple(const float *a, const float *b, float *c, int rows,
                 "simple kernel; use --rows 500000 or less\n", rows);
         return 1;
     }
-    matmul_simple<<<grid, block, 0, stream>>>(a, b, c, rows, cols, n);
+    matmul_simple<<<grid, block, 0, stream>>>(a, b, c, rows, cols, k, n);
     cudaError_t e = cudaGetLastError();
     return e == cudaSuccess ? 0 : cuda_failed("the matmul_simple launch", e);
 }
 
 extern "C" int matmul_gpu(const float *a, const float *b, float *c, int rows,
-                          int cols, int n, enum matmul_kernel kernel,
+                          int cols, int k, int n, enum matmul_kernel kernel,
                           void *stream)
 {
     cudaStream_t s = (cudaStream_t)stream;
 
     if (kernel == MATMUL_SIMPLE)
-        return gemm_simple(a, b, c, rows, cols, n, s);
-    return gemm_cublas(a, b, c, rows, cols, n, s);
+        return gemm_simple(a, b, c, rows, cols, k, n, s);
+    return gemm_cublas(a, b, c, rows, cols, k, n, s);
 }

@@ -16,14 +16,15 @@ enum matmul_kernel {
 };
 
 /**
- * c = a x b on the GPU for a block of the product, row-major with every row
- * n floats long: a holds `rows` rows of n floats, b is n x `cols` (columns
- * of an n x n matrix), c is rows x cols; all are device pointers. Enqueues
- * on `stream` and returns 0, or prints one line and returns a nonzero CUDA
- * or cuBLAS status.
+ * c = a x b on the GPU for a block of the product, row-major: a holds
+ * `rows` rows of k floats (rows of an m x k matrix), b is k x `cols`
+ * (columns of a k x n matrix, rows n floats apart), c is rows x cols (of an
+ * m x n matrix, rows n floats apart); all are device pointers. Enqueues on
+ * `stream` and returns 0, or prints one line and returns a nonzero CUDA or
+ * cuBLAS status.
  */
 int matmul_gpu(const float *a, const float *b, float *c, int rows, int cols,
-               int n, enum matmul_kernel kernel, void *stream);
+               int k, int n, enum matmul_kernel kernel, void *stream);
 
 #ifdef __cplusplus
 }

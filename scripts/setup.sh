@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 
 PACKAGES="build-essential autoconf automake libtool pkg-config \
   libopenmpi-dev openmpi-bin zlib1g-dev check libsubunit-dev \
-  libopenblas-dev libfftw3-dev gzip python3"
+  libopenblas-dev libfftw3-dev gzip python3 python3-numpy"
 
 missing=""
 for p in $PACKAGES; do

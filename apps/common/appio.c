@@ -89,18 +89,31 @@ static void out_error(const struct app_out *o, const char *fmt, ...)
     fputc('\n', stderr);
 }
 
-/* Whether path exists and, if so, may be written; -1 after one line. */
-static int check_path(const struct app_out *o, const char *const inputs[])
+/*
+ * Whether path exists and, if so, may be written; -1 after one line. An
+ * output that is one of the inputs is refused unless `in_place` (the app
+ * has read its inputs in full before it commits), and then needs force
+ * like any existing file.
+ */
+static int check_path(const struct app_out *o, const char *const inputs[],
+                      int in_place)
 {
     struct stat out, in;
 
     if (stat(o->path, &out) != 0)
         return 0; /* nothing there (or a dangling link): nothing to lose */
     for (int i = 0; inputs != NULL && inputs[i] != NULL; i++) {
-        if (stat(inputs[i], &in) == 0 && in.st_dev == out.st_dev &&
-            in.st_ino == out.st_ino) {
+        if (stat(inputs[i], &in) != 0 || in.st_dev != out.st_dev ||
+            in.st_ino != out.st_ino)
+            continue;
+        if (!in_place) {
             out_error(o, "output '%s' is the input '%s' (the same file); "
                       "write the output to another file", o->path, inputs[i]);
+            return -1;
+        }
+        if (!o->force) {
+            out_error(o, "output '%s' is the input '%s' (the same file); "
+                      "use --force to replace it", o->path, inputs[i]);
             return -1;
         }
     }
@@ -129,13 +142,13 @@ static char *temp_name(const char *path, unsigned n)
     return tmp;
 }
 
-int app_out_open(struct app_out *o, const char *prog, const char *path,
-                 int force, const char *const inputs[])
+static int out_open(struct app_out *o, const char *prog, const char *path,
+                    int force, const char *const inputs[], int in_place)
 {
     int fd = -1;
 
     *o = (struct app_out){prog, path, NULL, NULL, force, -1};
-    if (check_path(o, inputs) != 0)
+    if (check_path(o, inputs, in_place) != 0)
         return -1;
     for (unsigned n = 0; fd < 0 && n < 100; n++) {
         free(o->tmp);
@@ -162,6 +175,19 @@ int app_out_open(struct app_out *o, const char *prog, const char *path,
         if (pending[i] == NULL)
             pending[o->slot = i] = o->tmp;
     return 0;
+}
+
+int app_out_open(struct app_out *o, const char *prog, const char *path,
+                 int force, const char *const inputs[])
+{
+    return out_open(o, prog, path, force, inputs, 0);
+}
+
+int app_out_open_in_place(struct app_out *o, const char *prog,
+                          const char *path, int force,
+                          const char *const inputs[])
+{
+    return out_open(o, prog, path, force, inputs, 1);
 }
 
 /* Forgets the temporary file (already renamed or removed). */

@@ -2,8 +2,9 @@
  * Files the sample apps read and write: outputs that never lose data, and
  * arrays in NumPy's .npy format.
  *
- * Outputs. An app never writes over its own input, nor over an existing file
- * unless the user said --force; it writes into a temporary file beside the
+ * Outputs. An app never writes over its own input (unless it has read all
+ * of it first and the user said --force), nor over an existing file unless
+ * the user said --force; it writes into a temporary file beside the
  * output and renames it onto the output's name only once every byte is
  * written and synced. A failed write, a full disk or a signal that can be
  * caught (SIGINT, SIGTERM, SIGHUP, SIGXFSZ...) removes the temporary file, so
@@ -44,6 +45,18 @@ struct app_out {
  */
 int app_out_open(struct app_out *o, const char *prog, const char *path,
                  int force, const char *const inputs[]);
+
+/**
+ * As app_out_open, for an app that reads all of its inputs into memory
+ * before it commits the output: the output may then be one of them (a run
+ * that replaces its input with its result). That input is replaced like
+ * any existing file, only with `force`, and only on commit: the temporary
+ * file is renamed over its name, so a failed run leaves it whole, and an
+ * input still open reads its old contents.
+ */
+int app_out_open_in_place(struct app_out *o, const char *prog,
+                          const char *path, int force,
+                          const char *const inputs[]);
 
 /**
  * Flushes, syncs and closes the temporary file and renames it onto the

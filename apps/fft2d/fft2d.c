@@ -318,7 +318,8 @@ static void usage(void)
 "  --input A.npy       transform this array instead: NumPy .npy, complex64\n"
 "                      ('<c8'), 2-D (rows, cols), C order\n"
 "  --output F.npy      write the transform there (complex64, rows x cols);\n"
-"                      never over the input, nor an existing file unless -f\n"
+"                      replaces an existing file, the input too, only with\n"
+"                      -f (the input is read in full first)\n"
 "  -f, --force         replace the output if it exists\n"
 "  --subtasks N        subtasks per pass (default: about 4 per core and 16\n"
 "                      per GPU in use)\n"
@@ -568,7 +569,8 @@ static int run(struct options *o)
         return 2;
     /* before any work: a bad output fails at once */
     if (o->output != NULL &&
-        app_out_open(&out, "fft2d", o->output, o->force, inputs) != 0) {
+        app_out_open_in_place(&out, "fft2d", o->output, o->force,
+                              inputs) != 0) {
         fftwf_free(given);
         return 2;
     }

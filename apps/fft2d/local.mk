@@ -2,7 +2,7 @@
 # cuFFT on GPUs. Included by Makefile.am; built only when configure found
 # single-precision FFTW.
 EXTRA_DIST += kernels/fft2d.cu kernels/fft2d.h tests/apps/fft2d-verify.sh \
-	tests/apps/fft2d-files.sh
+	tests/apps/fft2d-files.sh tests/apps/fft2d-numpy.sh
 
 if HAVE_FFTW
 pkglibexec_PROGRAMS += apps/fft2d/fft2d
@@ -25,6 +25,7 @@ kernels/fft2d.$(OBJEXT): kernels/fft2d.cu kernels/fft2d.h
 endif
 
 if PM_TESTS
-TESTS += tests/apps/fft2d-verify.sh tests/apps/fft2d-files.sh
+TESTS += tests/apps/fft2d-verify.sh tests/apps/fft2d-files.sh \
+	tests/apps/fft2d-numpy.sh
 endif
 endif

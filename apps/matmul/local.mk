@@ -1,7 +1,7 @@
 # apps/matmul, included by Makefile.am: C = A x B with cblas_sgemm on CPU
 # cores and cuBLAS on GPUs. Needs a CBLAS; its GPU code is kernels/matmul.cu.
 EXTRA_DIST += kernels/matmul.cu tests/apps/matmul-verify.sh \
-	tests/apps/matmul-files.sh
+	tests/apps/matmul-files.sh tests/apps/matmul-numpy.sh
 
 if HAVE_BLAS
 pkglibexec_PROGRAMS += apps/matmul/matmul
@@ -24,6 +24,7 @@ kernels/matmul.$(OBJEXT): kernels/matmul.cu kernels/matmul.h
 endif
 
 if PM_TESTS
-TESTS += tests/apps/matmul-verify.sh tests/apps/matmul-files.sh
+TESTS += tests/apps/matmul-verify.sh tests/apps/matmul-files.sh \
+	tests/apps/matmul-numpy.sh
 endif
 endif

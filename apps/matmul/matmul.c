@@ -1,5 +1,6 @@
 /*
- * matmul: C = A x B for square fp32 matrices, row-major.
+ * matmul: C = A x B for fp32 matrices, row-major: A is M x K, B is K x N,
+ * C is M x N (the generated ones are square).
  *
  * Each subtask computes a block of C: R rows by W columns, from the same
  * rows of A and the same columns of B (a strided subscription: one block of
@@ -51,11 +52,12 @@ static void fill(float *a, float *b, uint64_t n)
     }
 }
 
-/* Serial reference: the whole product in one call. */
-static void matmul_serial(const float *a, const float *b, float *c, int n)
+/* Serial reference: the whole product in one call; A is m x k, B k x n. */
+static void matmul_serial(const float *a, const float *b, float *c, int m,
+                          int k, int n)
 {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a,
-                n, b, n, 0.0f, c, n);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a,
+                k, b, n, 0.0f, c, n);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -64,7 +66,7 @@ static void matmul_serial(const float *a, const float *b, float *c, int n)
 
 /* All 64-bit fields: no padding bytes to leave uninitialized in the blob. */
 struct matmul_conf {
-    uint64_t n;      /* matrix order */
+    uint64_t m, k, n; /* A is m x k, B is k x n, C is m x n */
     uint64_t rows;   /* rows of C per block; the last may get fewer */
     uint64_t cols;   /* columns of C per block; the last may get fewer */
     uint64_t kernel; /* enum matmul_kernel */
@@ -74,7 +76,7 @@ enum { MEM_A, MEM_B, MEM_C };
 
 static uint64_t row_blocks(const struct matmul_conf *cf)
 {
-    return (cf->n + cf->rows - 1) / cf->rows;
+    return (cf->m + cf->rows - 1) / cf->rows;
 }
 
 static uint64_t subtask_count(const struct matmul_conf *cf)
@@ -95,7 +97,7 @@ static struct block block_of(const struct matmul_conf *cf, uint64_t k)
 
     b.r0 = k % row_blocks(cf) * cf->rows;
     b.c0 = k / row_blocks(cf) * cf->cols;
-    b.r1 = b.r0 + cf->rows < cf->n ? b.r0 + cf->rows : cf->n;
+    b.r1 = b.r0 + cf->rows < cf->m ? b.r0 + cf->rows : cf->m;
     b.c1 = b.c0 + cf->cols < cf->n ? b.c0 + cf->cols : cf->n;
     return b;
 }
@@ -104,17 +106,17 @@ static int matmul_subscribe(pm_subscription_t *sub,
                             const pm_subtask_info_t *info)
 {
     const struct matmul_conf *cf = info->conf;
-    size_t row_bytes = cf->n * sizeof(float);
+    size_t a_row = cf->k * sizeof(float), row_bytes = cf->n * sizeof(float);
     struct block b = block_of(cf, info->id);
     size_t width = (b.c1 - b.c0) * sizeof(float), col = b.c0 * sizeof(float);
     int rc;
 
-    rc = pm_subscribe(sub, MEM_A, PM_READ, b.r0 * row_bytes,
-                      (b.r1 - b.r0) * row_bytes);
+    rc = pm_subscribe(sub, MEM_A, PM_READ, b.r0 * a_row,
+                      (b.r1 - b.r0) * a_row);
     /* Columns [c0, c1) of every row of B, and of my rows of C. */
     if (rc == 0)
         rc = pm_subscribe_strided(sub, MEM_B, PM_READ, col, width, row_bytes,
-                                  cf->n);
+                                  cf->k);
     if (rc == 0)
         rc = pm_subscribe_strided(sub, MEM_C, PM_WRITE,
                                   b.r0 * row_bytes + col, width, row_bytes,
@@ -128,12 +130,12 @@ static int matmul_cpu(const pm_subtask_info_t *info)
     const struct matmul_conf *cf = info->conf;
     const float *a = info->mem[MEM_A], *b = info->mem[MEM_B];
     float *c = info->mem[MEM_C];
-    int n = (int)cf->n;
+    int n = (int)cf->n, inner = (int)cf->k;
     struct block k = block_of(cf, info->id);
 
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)(k.r1 - k.r0),
-                (int)(k.c1 - k.c0), n, 1.0f, a + k.r0 * cf->n, n, b + k.c0, n,
-                0.0f, c + k.r0 * cf->n + k.c0, n);
+                (int)(k.c1 - k.c0), inner, 1.0f, a + k.r0 * cf->k, inner,
+                b + k.c0, n, 0.0f, c + k.r0 * cf->n + k.c0, n);
     return 0;
 }
 
@@ -146,9 +148,9 @@ static int matmul_cuda(const pm_subtask_info_t *info, void *stream)
     float *c = info->mem[MEM_C];
     struct block k = block_of(cf, info->id);
 
-    return matmul_gpu(a + k.r0 * cf->n, b + k.c0, c + k.r0 * cf->n + k.c0,
-                      (int)(k.r1 - k.r0), (int)(k.c1 - k.c0), (int)cf->n,
-                      (enum matmul_kernel)cf->kernel, stream);
+    return matmul_gpu(a + k.r0 * cf->k, b + k.c0, c + k.r0 * cf->n + k.c0,
+                      (int)(k.r1 - k.r0), (int)(k.c1 - k.c0), (int)cf->k,
+                      (int)cf->n, (enum matmul_kernel)cf->kernel, stream);
 }
 #endif
 
@@ -157,7 +159,8 @@ static int matmul_cuda(const pm_subtask_info_t *info, void *stream)
 /* ------------------------------------------------------------------------ */
 
 struct options {
-    uint64_t n, rows, cols;  /* 0: the defaults, chosen once pmlib is up */
+    uint64_t m, k, n;        /* A is m x k, B k x n; -n N: all three N */
+    uint64_t rows, cols;     /* 0: the defaults, chosen once pmlib is up */
     enum matmul_kernel kernel;
     int devices, serial, verify, force;
     unsigned runs;
@@ -171,24 +174,27 @@ static void usage(void)
 "              [--cols W] [--kernel cublas|simple] [--runs K]\n"
 "              [--device cpu|gpu|all] [--no-serial] [--verify] [--help]\n"
 "\n"
-"Computes C = A x B for N x N fp32 matrices (row-major, entries uniform in\n"
-"[-1, 1)). Each subtask computes a block of R rows by W columns of C:\n"
-"cblas_sgemm on a CPU core, cuBLAS sgemm on a GPU. The serial reference is\n"
-"one single-threaded cblas_sgemm of the whole matrices. Times exclude\n"
-"filling the matrices; the pmlib time covers pm_task_submit + pm_task_wait.\n"
+"Computes C = A x B for fp32 matrices (row-major; generated ones are N x N\n"
+"with entries uniform in [-1, 1)). Each subtask computes a block of R rows\n"
+"by W columns of C: cblas_sgemm on a CPU core, cuBLAS sgemm on a GPU. The\n"
+"serial reference is one single-threaded cblas_sgemm of the whole\n"
+"matrices. Times exclude filling the matrices; the pmlib time covers\n"
+"pm_task_submit + pm_task_wait.\n"
 "\n"
 "  -n N             matrix order of the generated A and B (default %u; with\n"
 "                   --verify %u)\n"
 "  --a A.npy, --b B.npy\n"
 "                   multiply these instead: NumPy .npy, float32 ('<f4'),\n"
-"                   both N x N (N up to %u), C order\n"
-"  --output C.npy   write C there (float32, N x N); never over an input,\n"
-"                   nor an existing file unless -f\n"
+"                   C order, A of M x K and B of K x N (each size up to\n"
+"                   %u)\n"
+"  --output C.npy   write C there (float32, M x N); replaces an existing\n"
+"                   file, an input too, only with -f (inputs are read in\n"
+"                   full first)\n"
 "  -f, --force      replace the output if it exists\n"
 "  --rows R         rows per block (default: about 4 subtasks per core and\n"
 "                   16 per GPU in use, a multiple of %u)\n"
-"  --cols W         columns per block (default N; with k > 1 GPUs on a host,\n"
-"                   N / k but at least %u, so that each GPU starts once its\n"
+"  --cols W         columns per block (default N; with g > 1 GPUs on a host,\n"
+"                   N / g but at least %u, so that each GPU starts once its\n"
 "                   panel of B is in, not all of B)\n"
 "  --kernel K       GPU code: cublas (default) or simple (a plain kernel)\n"
 "  --runs K         run the pmlib product K times on the same matrices\n"
@@ -198,8 +204,8 @@ static void usage(void)
 "  --device D       cpu, gpu or all (default all: CPU cores and GPUs)\n"
 "  --no-serial      skip the serial run, so no speedup is printed\n"
 "  --verify         check every element against the serial product:\n"
-"                   |C - Cref| <= 2.1 N 2^-24 (|A||B|), twice the worst-case\n"
-"                   error of one fp32 dot product of length N; exit 1 if not\n"
+"                   |C - Cref| <= 2.1 K 2^-24 (|A||B|), twice the worst-case\n"
+"                   error of one fp32 dot product of length K; exit 1 if not\n"
 "                   (with --runs, the product of the last run)\n"
 "\n"
 "Exit status: 0, 1 when --verify fails, 2 for bad arguments or files.\n"
@@ -212,8 +218,8 @@ static void usage(void)
 /* Parsed before pm_init, so that --help and typos start no runtime. */
 static void parse_options(int argc, char **argv, struct options *o)
 {
-    *o = (struct options){0, 0, 0, MATMUL_CUBLAS, PM_DEVICE_ANY, 1, 0, 0, 1,
-                          NULL, NULL, NULL};
+    *o = (struct options){0, 0, 0, 0, 0, MATMUL_CUBLAS, PM_DEVICE_ANY, 1, 0,
+                          0, 1, NULL, NULL, NULL};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
 
@@ -271,6 +277,7 @@ static void parse_options(int argc, char **argv, struct options *o)
         app_usage_error("matmul", "--a and --b give the size; drop -n");
     if (o->n == 0)
         o->n = o->verify ? VERIFY_N : DEFAULT_N;
+    o->m = o->k = o->n; /* --a and --b set their own later */
     if (o->verify && !o->serial)
         app_usage_error("matmul", "--verify needs the serial run; "
                         "drop --no-serial");
@@ -280,9 +287,9 @@ static void parse_options(int argc, char **argv, struct options *o)
 /* Host 0: run both versions and compare                                     */
 /* ------------------------------------------------------------------------ */
 
-static double gflops(uint64_t n, double seconds)
+static double gflops(const struct matmul_conf *cf, double seconds)
 {
-    return 2.0 * (double)n * (double)n * (double)n / seconds / 1e9;
+    return 2.0 * (double)cf->m * (double)cf->k * (double)cf->n / seconds / 1e9;
 }
 
 /* Runs the task once; records the seconds spent in submit + wait. */
@@ -312,47 +319,50 @@ static void run_pmlib(const struct options *o, const struct matmul_conf *cf,
 
     app_add_stats(&st, task);
     app_runs_record(times, seconds, &st);
-    printf("  %.1f GFLOP/s\n", gflops(cf->n, seconds));
+    printf("  %.1f GFLOP/s\n", gflops(cf, seconds));
     app_print_stats(&st);
     APP_CHECK(pm_task_release(task));
 }
 
 /* Returns the serial run's seconds, or -1 when it is skipped. */
-static double run_serial(const struct options *o, uint64_t n, const float *a,
+static double run_serial(const struct options *o,
+                         const struct matmul_conf *cf, const float *a,
                          const float *b, float **ref)
 {
     double t0, seconds;
 
     if (!o->serial)
         return -1;
-    *ref = malloc(n * n * sizeof **ref);
+    *ref = malloc(cf->m * cf->n * sizeof **ref);
     if (*ref == NULL) {
         fprintf(stderr, "matmul: no memory for the serial product; "
                 "try --no-serial or a smaller -n\n");
         exit(1);
     }
     /* Touched like pmlib's zero-filled C, so neither time has page faults. */
-    memset(*ref, 0, n * n * sizeof **ref);
+    memset(*ref, 0, cf->m * cf->n * sizeof **ref);
     t0 = app_now();
-    matmul_serial(a, b, *ref, (int)n);
+    matmul_serial(a, b, *ref, (int)cf->m, (int)cf->k, (int)cf->n);
     seconds = app_now() - t0;
-    printf("serial: %.3f s  %.1f GFLOP/s\n", seconds, gflops(n, seconds));
+    printf("serial: %.3f s  %.1f GFLOP/s\n", seconds, gflops(cf, seconds));
     return seconds;
 }
 
 /*
- * C and Cref each lie within gamma_n |A||B| of the exact product, whatever
- * the order of summation (gamma_n = n u / (1 - n u), u = 2^-24), so they
- * differ by at most 2 gamma_n |A||B|; 2.1 n u also covers the rounding of
- * |A||B| itself. A wrong row or offset gives errors near 1 instead.
+ * C and Cref each lie within gamma_k |A||B| of the exact product, whatever
+ * the order of summation (gamma_k = k u / (1 - k u), u = 2^-24, k the
+ * inner size), so they differ by at most 2 gamma_k |A||B|; 2.1 k u also
+ * covers the rounding of |A||B| itself. A wrong row or offset gives errors
+ * near 1 instead.
  */
 static int close_enough(const float *c, const float *ref, const float *a,
-                        const float *b, uint64_t n)
+                        const float *b, const struct matmul_conf *cf)
 {
-    const double bound = 2.1 * (double)n * ldexp(1.0, -24);
-    float *abs_a = malloc(n * n * sizeof(float));
-    float *abs_b = malloc(n * n * sizeof(float));
-    float *abs_ab = malloc(n * n * sizeof(float));
+    const uint64_t n = cf->n, mn = cf->m * cf->n;
+    const double bound = 2.1 * (double)cf->k * ldexp(1.0, -24);
+    float *abs_a = malloc(cf->m * cf->k * sizeof(float));
+    float *abs_b = malloc(cf->k * cf->n * sizeof(float));
+    float *abs_ab = malloc(mn * sizeof(float));
     double worst = 0;
     uint64_t bad = 0, first = 0;
 
@@ -360,12 +370,12 @@ static int close_enough(const float *c, const float *ref, const float *a,
         fprintf(stderr, "matmul: no memory to verify; try a smaller -n\n");
         exit(1);
     }
-    for (uint64_t i = 0; i < n * n; i++) {
+    for (uint64_t i = 0; i < cf->m * cf->k; i++)
         abs_a[i] = fabsf(a[i]);
+    for (uint64_t i = 0; i < cf->k * cf->n; i++)
         abs_b[i] = fabsf(b[i]);
-    }
-    matmul_serial(abs_a, abs_b, abs_ab, (int)n);
-    for (uint64_t i = 0; i < n * n; i++) {
+    matmul_serial(abs_a, abs_b, abs_ab, (int)cf->m, (int)cf->k, (int)cf->n);
+    for (uint64_t i = 0; i < mn; i++) {
         double err = fabs((double)c[i] - (double)ref[i]);
         double scale = abs_ab[i] > 0 ? abs_ab[i] : 1e-30;
 
@@ -397,7 +407,7 @@ static int close_enough(const float *c, const float *ref, const float *a,
  */
 static void default_blocks(const struct options *o, struct matmul_conf *cf)
 {
-    uint64_t per = app_default_per_subtask_on(cf->n, ROW_GRANULE, o->devices);
+    uint64_t per = app_default_per_subtask_on(cf->m, ROW_GRANULE, o->devices);
     uint64_t panels;
     int gpus = 0;
 
@@ -416,18 +426,18 @@ static void default_blocks(const struct options *o, struct matmul_conf *cf)
     panels = (cf->n + cf->cols - 1) / cf->cols;
     if (cf->rows == 0)
         cf->rows = per * panels;
-    cf->rows = cf->rows < cf->n ? cf->rows : cf->n;
+    cf->rows = cf->rows < cf->m ? cf->rows : cf->m;
 }
 
-/* Opens one of --a, --b: float32, N x N; -1 after one line. */
+/* Opens one of --a, --b: float32, 2-D; -1 after one line. */
 static int open_matrix(struct app_npy *npy, const char *path)
 {
     if (app_npy_open(npy, "matmul", path, "f4", 2) != 0)
         return -1;
-    if (npy->shape[0] != npy->shape[1] || npy->shape[0] == 0 ||
-        npy->shape[0] > MAX_N) {
+    if (npy->shape[0] == 0 || npy->shape[0] > MAX_N || npy->shape[1] == 0 ||
+        npy->shape[1] > MAX_N) {
         fprintf(stderr, "matmul: %s: shape (%" PRIu64 ", %" PRIu64 ") is not "
-                "N x N with N from 1 to %u\n", path, npy->shape[0],
+                "a matrix of 1 to %u rows and columns\n", path, npy->shape[0],
                 npy->shape[1], MAX_N);
         app_npy_close(npy);
         return -1;
@@ -436,8 +446,8 @@ static int open_matrix(struct app_npy *npy, const char *path)
 }
 
 /*
- * Checks --a and --b and takes their order into o->n before anything is
- * allocated; the data is read later, straight into the memories.
+ * Checks --a and --b and takes their sizes into o->m, o->k and o->n before
+ * anything is allocated; the data is read later, straight into the memories.
  */
 static int open_inputs(struct options *o, struct app_npy npy[2])
 {
@@ -447,23 +457,26 @@ static int open_inputs(struct options *o, struct app_npy npy[2])
         app_npy_close(&npy[0]);
         return -1;
     }
-    if (npy[0].shape[0] != npy[1].shape[0]) {
+    if (npy[0].shape[1] != npy[1].shape[0]) {
         fprintf(stderr, "matmul: %s is %" PRIu64 " x %" PRIu64 " but %s is %"
-                PRIu64 " x %" PRIu64 "; give matrices of one order\n", o->a,
-                npy[0].shape[0], npy[0].shape[0], o->b, npy[1].shape[0],
-                npy[1].shape[0]);
+                PRIu64 " x %" PRIu64 "; the columns of --a must be as many "
+                "as the rows of --b\n", o->a, npy[0].shape[0],
+                npy[0].shape[1], o->b, npy[1].shape[0], npy[1].shape[1]);
         app_npy_close(&npy[0]);
         app_npy_close(&npy[1]);
         return -1;
     }
-    o->n = npy[0].shape[0];
+    o->m = npy[0].shape[0];
+    o->k = npy[0].shape[1];
+    o->n = npy[1].shape[1];
     return 0;
 }
 
 /* Writes C to the output opened before the work; 0 or 2. */
-static int write_output(struct app_out *out, const float *c, uint64_t n)
+static int write_output(struct app_out *out, const float *c, uint64_t m,
+                        uint64_t n)
 {
-    uint64_t shape[2] = {n, n};
+    uint64_t shape[2] = {m, n};
 
     if (app_npy_write(out->f, "f4", 2, shape, c) != 0) {
         fprintf(stderr, "matmul: cannot write '%s': %s\n", out->path,
@@ -484,7 +497,6 @@ static int run(struct options *o)
     struct app_npy npy[2];
     struct app_out out;
     struct matmul_conf cf;
-    size_t bytes;
     pm_memory_t a, b, c;
     float *ref = NULL;
     double serial_s;
@@ -497,17 +509,21 @@ static int run(struct options *o)
         return 2;
     /* before any work: a bad output fails at once */
     if (o->output != NULL &&
-        app_out_open(&out, "matmul", o->output, o->force, inputs) != 0) {
+        app_out_open_in_place(&out, "matmul", o->output, o->force,
+                              inputs) != 0) {
         if (o->a != NULL) {
             app_npy_close(&npy[0]);
             app_npy_close(&npy[1]);
         }
         return 2;
     }
-    cf = (struct matmul_conf){o->n, o->rows, o->cols, o->kernel};
-    bytes = o->n * o->n * sizeof(float);
+    cf = (struct matmul_conf){o->m, o->k, o->n, o->rows, o->cols, o->kernel};
     default_blocks(o, &cf);
-    printf("matmul: n=%" PRIu64 " rows=%" PRIu64 " cols=%" PRIu64
+    if (cf.m != cf.n || cf.k != cf.n)
+        printf("matmul: m=%" PRIu64 " k=%" PRIu64 " ", cf.m, cf.k);
+    else
+        printf("matmul: ");
+    printf("n=%" PRIu64 " rows=%" PRIu64 " cols=%" PRIu64
            " subtasks=%" PRIu64 " device=%s kernel=%s hosts=%d%s%s%s%s\n",
            cf.n, cf.rows, cf.cols, subtask_count(&cf),
            app_device_name(o->devices),
@@ -515,9 +531,9 @@ static int run(struct options *o)
            o->a != NULL ? " a=" : "", o->a != NULL ? o->a : "",
            o->a != NULL ? " b=" : "", o->a != NULL ? o->b : "");
 
-    APP_CHECK(pm_memory_create(bytes, &a));
-    APP_CHECK(pm_memory_create(bytes, &b));
-    APP_CHECK(pm_memory_create(bytes, &c));
+    APP_CHECK(pm_memory_create(cf.m * cf.k * sizeof(float), &a));
+    APP_CHECK(pm_memory_create(cf.k * cf.n * sizeof(float), &b));
+    APP_CHECK(pm_memory_create(cf.m * cf.n * sizeof(float), &c));
     if (o->a == NULL) {
         fill(pm_memory_data(a), pm_memory_data(b), cf.n);
     } else if (app_npy_read(&npy[0], pm_memory_data(a)) != 0 ||
@@ -531,7 +547,7 @@ static int run(struct options *o)
     APP_CHECK(pm_memory_touch(a)); /* written through the host pointers */
     APP_CHECK(pm_memory_touch(b));
 
-    serial_s = run_serial(o, cf.n, pm_memory_data(a), pm_memory_data(b), &ref);
+    serial_s = run_serial(o, &cf, pm_memory_data(a), pm_memory_data(b), &ref);
     /* Each run overwrites all of C from A and B, which stay as filled. The
      * touches make every run start from host memory: no run reuses copies
      * of A or B that an earlier one left on GPUs or other hosts. */
@@ -542,11 +558,12 @@ static int run(struct options *o)
     }
     if (o->verify) {
         verdict = close_enough(pm_memory_data(c), ref, pm_memory_data(a),
-                               pm_memory_data(b), cf.n) ? "OK" : "MISMATCH";
+                               pm_memory_data(b), &cf) ? "OK" : "MISMATCH";
         printf("verify: %s\n", verdict);
     }
     status = strcmp(verdict, "MISMATCH") == 0;
-    if (o->output != NULL && write_output(&out, pm_memory_data(c), cf.n) != 0)
+    if (o->output != NULL &&
+        write_output(&out, pm_memory_data(c), cf.m, cf.n) != 0)
         status = 2;
     app_print_result_runs("matmul", cf.n, serial_s, &times, verdict);
 release:

@@ -210,8 +210,8 @@ static void usage(void)
 "                   ('<f4'), N x 7, a row per body: x y z vx vy vz m\n"
 "                   (finite, m >= 0)\n"
 "  --output FILE    write the bodies after the last step there, in the same\n"
-"                   form; never over the input, nor an existing file\n"
-"                   unless -f\n"
+"                   form; replaces an existing file, the input too, only\n"
+"                   with -f (the input is read in full first)\n"
 "  -f, --force      replace the output if it exists\n"
 "  --steps T        time steps (default %u)\n"
 "  --block B        bodies per subtask (default: about 4 subtasks per core\n"
@@ -556,7 +556,8 @@ static int run(struct options *o)
         return 2;
     /* before any work: a bad output fails at once */
     if (o->output != NULL &&
-        app_out_open(&out, "nbody", o->output, o->force, inputs) != 0) {
+        app_out_open_in_place(&out, "nbody", o->output, o->force,
+                              inputs) != 0) {
         free(pos0);
         free(vel0);
         return 2;

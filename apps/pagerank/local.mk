@@ -2,7 +2,7 @@
 # Included by Makefile.am.
 EXTRA_DIST += kernels/pagerank.cu kernels/pagerank.h \
 	tests/apps/pagerank-verify.sh \
-	tests/apps/pagerank-files.sh
+	tests/apps/pagerank-files.sh tests/apps/pagerank-numpy.sh
 
 pkglibexec_PROGRAMS += apps/pagerank/pagerank
 apps_pagerank_pagerank_SOURCES = apps/pagerank/pagerank.c apps/pagerank/pagefiles.c \
@@ -24,5 +24,6 @@ kernels/pagerank.$(OBJEXT): kernels/pagerank.cu kernels/pagerank.h
 endif
 
 if PM_TESTS
-TESTS += tests/apps/pagerank-verify.sh tests/apps/pagerank-files.sh
+TESTS += tests/apps/pagerank-verify.sh tests/apps/pagerank-files.sh \
+	tests/apps/pagerank-numpy.sh
 endif

@@ -2,7 +2,8 @@
 # fft2d --input/--output: the transform of a given complex64 array, written
 # as .npy, matches a 2-D DFT computed here in awk (in double, by the
 # definition), on one host and on two; a real (float32) array and a 3-D one
-# are refused with one line naming the file and field.
+# are refused with one line naming the file and field; the output replaces
+# the input only with -f.
 set -e
 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 PMLIB_NCPU=2
 export OMPI_ALLOW_RUN_AS_ROOT OMPI_ALLOW_RUN_AS_ROOT_CONFIRM PMLIB_NCPU
@@ -73,4 +74,16 @@ if "$app" --input "$dir/a.npy" --output "$dir/f.npy" --device cpu \
   fail "fft2d replaced an existing output without -f"
 fi
 grep -q "use --force" "$dir/err"
+# The output may be the input (read in full first), only with -f.
+cp "$dir/a.npy" "$dir/g.npy"
+if "$app" --input "$dir/g.npy" --output "$dir/g.npy" --device cpu \
+   >/dev/null 2>"$dir/err"; then
+  fail "fft2d replaced its input without -f"
+fi
+cat "$dir/err"
+grep -q "is the input .*use --force" "$dir/err"
+cmp "$dir/a.npy" "$dir/g.npy" || fail "the input changed"
+"$app" --input "$dir/g.npy" --output "$dir/g.npy" -f --device cpu >/dev/null
+check "$dir/g.npy"
+ls -a "$dir" | grep -q tmp && fail "a temporary file was left"
 echo "PASS"

@@ -3,9 +3,9 @@
 # bodies at rest and without mass come back exactly (a round trip, in
 # versions 1.0, 2.0 and 3.0 and both byte orders); one step from given
 # bodies matches the same step computed here in awk; two steps equal one
-# step, saved, and one more from the saved file, bit for bit. Every broken
-# header field is refused with one line naming the file and the field, and
-# the output is never the input.
+# step, saved, and one more from the saved file, bit for bit, also when the
+# output is the input (with -f; refused without). Every broken header field
+# is refused with one line naming the file and the field.
 set -e
 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 PMLIB_NCPU=2
 export OMPI_ALLOW_RUN_AS_ROOT OMPI_ALLOW_RUN_AS_ROOT_CONFIRM PMLIB_NCPU
@@ -120,13 +120,28 @@ cat "$dir/three.npy" "$dir/three.npy.long" >"$dir/long.npy"
 refused "$dir/long.npy" "bytes of data"
 echo "ok: broken headers and data are refused"
 
-if "$app" --input "$dir/three.npy" --output "$dir/three.npy" -f --device cpu \
+if "$app" --input "$dir/three.npy" --output "$dir/three.npy" --device cpu \
    >/dev/null 2>"$dir/err"; then
-  fail "nbody wrote over its input"
+  fail "nbody wrote over its input without -f"
 fi
-grep -q "is the input" "$dir/err"
+cat "$dir/err"
+grep -q "is the input .*use --force" "$dir/err"
 "$npy" write '<f4' 4,7 "$dir/three.again" <"$dir/three.txt"
 cmp "$dir/three.npy" "$dir/three.again" || fail "the input changed"
+# With -f the bodies file advances in place, step by step, through a link
+# to it too: two runs of one step leave the state of one run of two.
+cp "$dir/three.npy" "$dir/state.npy"
+ln -s state.npy "$dir/link.npy"
+run --input "$dir/state.npy" --output "$dir/state.npy" --steps 1 -f
+cmp "$dir/state.npy" "$dir/one.npy" || fail "one step in place differs"
+run --input "$dir/link.npy" --output "$dir/state.npy" --steps 1 --force
+cmp "$dir/state.npy" "$dir/two.npy" || fail "two steps in place differ"
+[ -L "$dir/link.npy" ] && cmp "$dir/link.npy" "$dir/two.npy" || fail "the link"
+${MPIEXEC:-mpiexec} --oversubscribe -n 2 "$app" --input "$dir/three.npy" \
+  --output "$dir/three.npy" --steps 2 -f --device cpu --no-serial >/dev/null
+cmp "$dir/three.npy" "$dir/two.npy" || fail "two steps in place on two hosts differ"
+ls -a "$dir" | grep -q tmp && fail "a temporary file was left"
+echo "ok: the output replaces the input only with -f"
 if "$app" --input "$dir/three.npy" --output "$dir/one.npy" --device cpu \
    >/dev/null 2>"$dir/err"; then
   fail "nbody replaced an existing output without -f"
