@@ -431,14 +431,18 @@ int pm__task_create(const pm_task_desc_t *d, const pm__callbacks_t *cbs, pm__tas
         t->run_kinds |= t->counts[i].runnable ? kind : 0u;
         t->every_stub &= t->counts[i].runnable;
     }
-    if (pm__rt.nhosts > 1) {
+    if (pm__rt.nhosts > 1 && pm__rt.host == 0) {
+        t->done_map = calloc(t->nchunks, sizeof *t->done_map);
+        if (t->done_map == NULL)
+            goto nomem;
+    } else if (pm__rt.nhosts > 1) {
+        /* Only other hosts are asked for copies of their stragglers; host
+         * 0's GPUs keep running chunks as one pipelined stream. */
         int n = pm__rt.nstubs;
         t->running = calloc((size_t)n, sizeof *t->running);
         t->running_since = calloc((size_t)n, sizeof *t->running_since);
         t->copied = calloc((size_t)n, sizeof *t->copied);
-        t->done_map = pm__rt.host == 0 ? calloc(t->nchunks, sizeof *t->done_map) : NULL;
-        if (t->running == NULL || t->running_since == NULL || t->copied == NULL ||
-            (pm__rt.host == 0 && t->done_map == NULL))
+        if (t->running == NULL || t->running_since == NULL || t->copied == NULL)
             goto nomem;
         for (int i = 0; i < n; i++)
             atomic_init(&t->running[i], UINT64_MAX);
