@@ -311,11 +311,12 @@ static void ask_next_victim_locked(pm__task_t *t)
         v = (v + 1) % n;
     t->steal_victim = v;
     t->steal_pending = 1;
-    /* With the chunks per second this host measured in the task (0: none
-     * yet), so that host 0 weighs its speed against moving the data. */
+    /* With the chunks per second this host's stubs run in the task, not
+     * counting waits for inputs (0: none run yet), so that host 0 weighs
+     * its speed against moving the data. */
     double rate = 0;
     for (int s = 0; s < pm__rt.nstubs; s++) {
-        uint64_t ns = atomic_load_explicit(&t->counts[s].chunk_ns, memory_order_relaxed);
+        uint64_t ns = atomic_load_explicit(&t->counts[s].run_ns, memory_order_relaxed);
         if (ns > 0)
             rate += 1e9 / (double)ns;
     }

@@ -176,6 +176,7 @@ typedef struct pm__stub_counts {
     _Alignas(64) uint64_t subtasks, steals;
     uint64_t bytes_to_gpu, bytes_from_gpu, gpu_cache_hits;
     atomic_uint_fast64_t chunk_ns; /* running average time per chunk, read by others */
+    atomic_uint_fast64_t run_ns;   /* the same without waiting for inputs (other hosts) */
     atomic_int active;             /* may still take chunks of the task (left its run loop: 0) */
     bool runnable;                 /* the stub may run the task (asked once per task) */
 } pm__stub_counts_t;

@@ -272,14 +272,40 @@ static double host_bw(int h)
     return bw > 0 ? bw : PM__HOST_BW_GUESS;
 }
 
+/* Speeds unknown but data to move: another host first gets one chunk per
+ * stub that may run the task (it may be slower than its data costs, or far
+ * faster); by the speeds measured on those, host 0 grants it more when it
+ * asks. Host 0 keeps the rest. */
+static void probe_split(pm__task_t *t)
+{
+    uint64_t away = 0;
+    for (int h = 1; h < pm__rt.nhosts; h++) {
+        uint64_t want = (uint64_t)host_weight(t, h), had = t->host_hi[h] - t->host_lo[h];
+        away += want < had ? want : had;
+    }
+    uint64_t lo = t->nchunks - away; /* the stub shares held at least this many */
+    t->host_lo[0] = 0;
+    t->host_hi[0] = lo;
+    t->host_fed[0] = lo > 0;
+    for (int h = 1; h < pm__rt.nhosts; h++) {
+        uint64_t want = (uint64_t)host_weight(t, h), had = t->host_hi[h] - t->host_lo[h];
+        uint64_t k = want < had ? want : had;
+        t->host_lo[h] = lo;
+        t->host_hi[h] = lo += k;
+        t->host_fed[h] = k > 0;
+    }
+    pm__debug("task %llu: speeds not known yet: %llu of %llu chunks stay on host 0, one per stub elsewhere",
+              (unsigned long long)t->seq, (unsigned long long)t->host_hi[0], (unsigned long long)t->nchunks);
+}
+
 /*
  * Host 0, as a pull task starts (its subscriptions known): the shares by
  * cost. A host runs its k chunks in lat + k / rate seconds, where lat is
  * moving the bytes every chunk reads and one chunk's own there and back,
  * and rate the slower of its devices' speed and the link's chunks per
- * second. Kept by stubs when the model does not yet know every host's
- * devices for these callbacks (then stealing, which weighs the same costs
- * with measured speeds, corrects it).
+ * second. While the model does not yet know every host's devices for these
+ * callbacks, a probe split (or, with no data to move, the split by stubs),
+ * and stealing, which weighs the same costs with measured speeds.
  */
 static void split_hosts_by_cost(pm__task_t *t)
 {
@@ -296,10 +322,15 @@ static void split_hosts_by_cost(pm__task_t *t)
     t->xfer_common = cb.common;
     t->xfer_in = cb.in;
     t->xfer_out = cb.out;
+    bool known = true;
     for (int h = 0; h < n; h++) {
         rate[h] = host_weight(t, h) > 0 ? host_rate(t, h) : 0;
-        if (host_weight(t, h) > 0 && rate[h] <= 0)
-            goto out; /* not known yet */
+        known &= host_weight(t, h) <= 0 || rate[h] > 0;
+    }
+    if (!known) {
+        if (cb.common + cb.in + cb.out > 0)
+            probe_split(t);
+        goto out;
     }
     pm__chunk_bytes_t b = {t->xfer_common, t->xfer_in, t->xfer_out};
     lat[0] = 0;
@@ -320,6 +351,7 @@ static void split_hosts_by_cost(pm__task_t *t)
     pm__debug("task %llu: %llu of %llu chunks stay on host 0 (%.3g bytes per chunk, %.3g read by all)",
               (unsigned long long)t->seq, (unsigned long long)count[0], (unsigned long long)t->nchunks,
               b.in + b.out, b.common);
+out:
     if (t->host_lo[0] != t->lo || t->host_hi[0] != t->hi) {
         t->policy->fini(t);
         t->lo = t->host_lo[0];
@@ -329,7 +361,6 @@ static void split_hosts_by_cost(pm__task_t *t)
             abort();
         }
     }
-out:
     if (lat != few_l)
         free(lat);
     if (rate != few_r)

@@ -170,8 +170,11 @@ static void run_loop(pm__stub_t *s, pm__task_t *t, uint64_t k)
         if (t->remote) {
             int rc = pm__proto_before_chunk(t, k, fetch);
             more = take_next(s, t, &next, &next_fetch);
-            if (rc == 0)
+            if (rc == 0) {
+                double r0 = pm__now();
                 s->ops->run_chunk(s, t, k);
+                average_in(&t->counts[s->index].run_ns, (uint64_t)((pm__now() - r0) * 1e9) + 1);
+            }
         } else {
             s->ops->run_chunk(s, t, k);
             more = false; /* taken below, after the chunk */
