@@ -1,7 +1,8 @@
 /*
  * PMLIB_PROGRESS=1: one updating line on host 0's terminal with the
  * subtasks done across all hosts, the total and the elapsed time of the
- * oldest running task. Off a terminal it prints a plain line every 2 s.
+ * oldest running task, once it has run PMLIB_PROGRESS_AFTER seconds (0.5
+ * by default). Off a terminal it prints a plain line every 2 s.
  */
 #include "core/internal.h"
 
@@ -19,6 +20,8 @@ static struct {
     uint64_t shown_seq; /* task on the line now, 0 when none */
     uint64_t shown_total;
     double shown_start, last_plain;
+    double after; /* seconds a task runs before it is shown */
+    long tick_ns; /* between looks */
 } P;
 
 static void show(uint64_t seq, uint64_t done, uint64_t total, double secs, int final)
@@ -49,7 +52,7 @@ static void tick(void)
         show(P.shown_seq, P.shown_total, P.shown_total, now - P.shown_start, 1);
         P.shown_seq = 0;
     }
-    if (seq == 0 || now - start < 0.5)
+    if (seq == 0 || now - start < P.after)
         return;
     if (!P.tty && P.shown_seq == seq && now - P.last_plain < 2.0)
         return;
@@ -67,7 +70,7 @@ static void *progress_main(void *arg)
     while (!P.stop) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 200 * 1000 * 1000;
+        ts.tv_nsec += P.tick_ns;
         if (ts.tv_nsec >= 1000000000) {
             ts.tv_sec++;
             ts.tv_nsec -= 1000000000;
@@ -89,6 +92,10 @@ void pm__progress_start(void)
         return;
     memset(&P, 0, sizeof P);
     P.tty = isatty(STDERR_FILENO);
+    P.after = (double)pm__env_uint("PMLIB_PROGRESS_AFTER_MS", "milliseconds", 0, 3600000, 500) / 1e3;
+    /* Look five times per shown delay, at most every 200 ms, at least every 5 ms. */
+    P.tick_ns = (long)(P.after / 5 * 1e9);
+    P.tick_ns = P.tick_ns > 200000000L ? 200000000L : P.tick_ns < 5000000L ? 5000000L : P.tick_ns;
     pthread_mutex_init(&P.lock, NULL);
     pthread_cond_init(&P.cv, NULL);
     if (pthread_create(&P.thread, NULL, progress_main, NULL) != 0) {
