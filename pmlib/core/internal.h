@@ -121,6 +121,8 @@ typedef struct pm__callbacks {
 
 const pm__callbacks_t *pm__registry_find(const char *name);
 void pm__registry_clear(void);
+/* Whether any callback set registered so far has a cuda callback. */
+bool pm__registry_has_cuda(void);
 
 /* ---- subscriptions (core/subscribe.c) ---------------------------------- */
 

@@ -24,8 +24,10 @@ static int lookup(const char *fn, pm_memory_t m, pm__memory_t **out)
     return 0;
 }
 
-/* With GPU stubs, memories are page-locked so that copies to and from the
- * GPUs run at full speed without staging. */
+/* With GPU stubs and cuda callbacks registered, memories are page-locked
+ * so that copies to and from the GPUs run at full speed without staging.
+ * Without cuda callbacks no GPU will touch them, and page-locking would
+ * make a CUDA context in a process that never needs one. */
 static void *host_alloc(size_t bytes, bool *pinned)
 {
     *pinned = false;
@@ -33,7 +35,7 @@ static void *host_alloc(size_t bytes, bool *pinned)
     int ngpu = 0;
     for (int i = 0; i < pm__rt.nstubs; i++)
         ngpu += pm__rt.stubs[i].ops->kind == PM_DEVICE_GPU;
-    if (ngpu > 0) {
+    if (ngpu > 0 && pm__registry_has_cuda()) {
         void *p = pm__cuda_host_alloc(bytes);
         if (p != NULL) {
             *pinned = true;

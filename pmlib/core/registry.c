@@ -7,6 +7,12 @@
 
 static pm__callbacks_t *sets;
 static int nsets, capsets;
+static atomic_int with_cuda; /* sets registered with a cuda callback */
+
+bool pm__registry_has_cuda(void)
+{
+    return atomic_load_explicit(&with_cuda, memory_order_relaxed) > 0;
+}
 
 int pm_callbacks_init(pm_callbacks_t *cb)
 {
@@ -60,6 +66,8 @@ int pm_callbacks_register(const char *name, const pm_callbacks_t *cb)
     memcpy(sets[nsets].name, name, len + 1);
     sets[nsets].cb = *cb;
     nsets++;
+    if (cb->cuda != NULL)
+        atomic_fetch_add_explicit(&with_cuda, 1, memory_order_relaxed);
 out_unlock:
     pthread_mutex_unlock(&pm__rt.lock);
     return rc;
@@ -73,4 +81,5 @@ void pm__registry_clear(void)
     free(sets);
     sets = NULL;
     nsets = capsets = 0;
+    atomic_store(&with_cuda, 0);
 }

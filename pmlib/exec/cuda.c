@@ -165,7 +165,8 @@ typedef struct slot {
 
 typedef struct cuda_priv {
     pm__gpu_info_t gpu;
-    bool broken;          /* a sticky error lost the context */
+    bool ready;           /* streams, staging and events made (at the first chunk) */
+    bool broken;          /* a sticky error lost the context, or set-up failed */
     slot_t slot[SLOTS];
     int next_slot;
     chunk_state_t cstate[CHUNK_STATES];
@@ -1332,6 +1333,8 @@ static slot_t *next_slot(cuda_priv_t *p)
     return sl;
 }
 
+static int gpu_setup(cuda_priv_t *p);
+
 static void run_init(run_t *r, pm__stub_t *s, pm__task_t *t)
 {
     cuda_priv_t *p = s->priv;
@@ -1341,10 +1344,17 @@ static void run_init(run_t *r, pm__stub_t *s, pm__task_t *t)
                                   .host = pm__rt.host, .stub = s->index,
                                   .device = PM_DEVICE_GPU, .device_index = p->gpu.ordinal,
                                   .internal = t};
-    /* Stubs are set up on the main thread; this one must select its GPU. */
+    /* Stubs are described on the main thread; this one selects its GPU and,
+     * the first time, makes what it runs with. */
     last_cuda_error = cudaSuccess;
     if (!p->broken && PM__CUDA(PM__LOG_ERROR, cudaSetDevice(p->gpu.ordinal)) != 0)
         p->broken = true;
+    if (!p->broken && !p->ready && gpu_setup(p) != 0) {
+        p->broken = true;
+        pm__error("gpu %d (%s) of host %d cannot be set up; its subtasks of this task fail and "
+                  "later tasks run without it (PMLIB_NGPU or PMLIB_CUDA_DEVICES leave it out)",
+                  p->gpu.ordinal, p->gpu.name, pm__rt.host);
+    }
     for (int m = 0; m < t->desc.nmem; m++) {
         r->info.mem_bytes[m] = t->mems[m]->bytes;
         r->pinned[m] = !p->broken && host_pinned(t->mems[m]->data, &r->mapped[m]);
@@ -1436,6 +1446,13 @@ static void cuda_fini(pm__stub_t *s)
     cuda_priv_t *p = s->priv;
     if (p == NULL)
         return;
+    if (!p->ready) { /* never ran a chunk: no CUDA call now either */
+        for (int i = 0; i < SLOTS; i++)
+            slot_fini(&p->slot[i], QUIET);
+        free(p);
+        s->priv = NULL;
+        return;
+    }
     int level = p->broken ? QUIET : PM__LOG_WARN;
     PM__CUDA(level, cudaSetDevice(s->device_index));
     PM__CUDA(level, cudaDeviceSynchronize());
@@ -1491,18 +1508,14 @@ static uint64_t narrow_row(void)
                         NARROW_ROW);
 }
 
-static int cuda_init(pm__stub_t *s)
+/* On the stub's thread, its GPU current, before its first chunk: streams,
+ * page-locked staging and events. Nothing of it at pm_init, so that a
+ * process that never runs a cuda callback never makes a CUDA context (each
+ * costs time and device memory, and many processes starting at once, as
+ * a test suite does, queue for the driver). */
+static int gpu_setup(cuda_priv_t *p)
 {
-    cuda_priv_t *p = calloc(1, sizeof *p);
-    if (p == NULL)
-        return PM__FAIL(PM_ENOMEM, "pm_init: out of memory for gpu stub %d", s->index);
-    s->priv = p;
-    p->gpu.ordinal = s->device_index;
-    int rc = PM__CUDA(PM__LOG_ERROR, cudaSetDevice(s->device_index));
-    if (rc == 0)
-        rc = gpu_query(s->device_index, &p->gpu);
-    p->cap = memory_cap(p->gpu.mem_bytes);
-    p->narrow_row = narrow_row();
+    int rc = 0;
     for (int i = 0; i < SLOTS && rc == 0; i++)
         rc = slot_init(&p->slot[i]);
     for (int i = 0; i < CHUNK_STATES && rc == 0; i++) {
@@ -1512,6 +1525,20 @@ static int cuda_init(pm__stub_t *s)
             rc = PM__CUDA(PM__LOG_ERROR, cudaEventCreateWithFlags(&p->cstate[i].home_done,
                                                                   cudaEventDisableTiming));
     }
+    p->ready = true; /* also when it failed: cuda_fini frees what was made */
+    return rc;
+}
+
+static int cuda_init(pm__stub_t *s)
+{
+    cuda_priv_t *p = calloc(1, sizeof *p);
+    if (p == NULL)
+        return PM__FAIL(PM_ENOMEM, "pm_init: out of memory for gpu stub %d", s->index);
+    s->priv = p;
+    p->gpu.ordinal = s->device_index;
+    int rc = gpu_query(s->device_index, &p->gpu);
+    p->cap = memory_cap(p->gpu.mem_bytes);
+    p->narrow_row = narrow_row();
     if (rc != 0)
         cuda_fini(s);
     return rc;

@@ -16,6 +16,7 @@
 #include "sched/model.h"
 
 #include <errno.h>
+#include <float.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -133,8 +134,12 @@ static void average_in(atomic_uint_fast64_t *a, double x, double w)
 {
     uint64_t old = atomic_load_explicit(a, memory_order_relaxed);
     for (;;) {
-        double cur = double_of(old);
-        uint64_t want = bits_of(cur + (x - cur) * w);
+        double cur = double_of(old), next = cur + (x - cur) * w;
+        /* A value decaying toward 0 would pass through subnormal numbers,
+         * which the file's reader rejects as out of range: make it 0. */
+        if (next < 1e-300)
+            next = 0;
+        uint64_t want = bits_of(next);
         if (atomic_compare_exchange_weak_explicit(a, &old, want, memory_order_relaxed,
                                                   memory_order_relaxed))
             return;
@@ -347,6 +352,9 @@ static bool field_d(char **p, double *v)
         return false;
     errno = 0;
     double x = strtod(*p, &end);
+    /* Underflow (a tiny value, as files of older versions may hold) reads as 0. */
+    if (errno == ERANGE && end != *p && fabs(x) <= DBL_MIN)
+        errno = 0, x = 0;
     if (errno != 0 || *end != ' ' || !isfinite(x) || x < 0)
         return false;
     *v = x;

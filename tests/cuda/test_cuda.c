@@ -344,18 +344,36 @@ START_TEST(test_pinned_memories_copy_directly)
 {
     const uint64_t n = 1u << 20;
     mat_conf_t c = {.rows = 4096, .cols = 48};
-    pm_memory_t in = tu_memory(n * sizeof(double)), out = tu_memory(n * sizeof(double));
-    pm_memory_t mat = tu_memory(c.rows * c.cols * sizeof(double));
     pm_task_stats_t st;
     reg("gpu-combine", combine_subscribe, NULL, combine_cuda, NULL);
     reg("gpu-columns", column_subscribe, NULL, column_cuda, NULL);
-    /* With GPUs, pmlib allocates memories page-locked: registering them
-     * again is refused, and tasks copy them directly (no staging). */
+    pm_memory_t in = tu_memory(n * sizeof(double)), out = tu_memory(n * sizeof(double));
+    pm_memory_t mat = tu_memory(c.rows * c.cols * sizeof(double));
+    /* With GPUs and cuda callbacks registered, pmlib allocates memories
+     * page-locked: registering them again is refused, and tasks copy them
+     * directly (no staging). */
     ck_assert_int_ne(tk_pin(pm_memory_data(in), n * sizeof(double)), 0);
     ck_assert_int_ne(tk_pin(pm_memory_data(mat), c.rows * c.cols * sizeof(double)), 0);
     fill_input(in, n, 3);
     run_combine(in, out, n, &st);
     run_columns(mat, c);
+}
+END_TEST
+
+/* Memories made before any cuda callback is registered are left pageable
+ * (no GPU is set up for a process that never runs a cuda callback); tasks
+ * on them still run on the GPU, through the staging buffers. */
+START_TEST(test_memories_before_cuda_callbacks_are_pageable)
+{
+    const uint64_t n = 1u << 18;
+    pm_memory_t in = tu_memory(n * sizeof(double)), out = tu_memory(n * sizeof(double));
+    pm_task_stats_t st;
+    ck_assert_int_eq(tk_pin(pm_memory_data(in), n * sizeof(double)), 0);
+    ck_assert_int_eq(tk_unpin(pm_memory_data(in)), 0);
+    reg("gpu-combine", combine_subscribe, NULL, combine_cuda, NULL);
+    fill_input(in, n, 5);
+    run_combine(in, out, n, &st);
+    ck_assert_uint_ge(st.bytes_to_gpu, n * sizeof(double));
 }
 END_TEST
 
@@ -742,6 +760,7 @@ int main(void)
     tcase_add_test(tc, test_strided_columns);
     tcase_add_test(tc, test_read_only_input_cached);
     tcase_add_test(tc, test_pinned_memories_copy_directly);
+    tcase_add_test(tc, test_memories_before_cuda_callbacks_are_pageable);
     tcase_add_test(tc, test_reduce_gpu_equals_cpu);
     tcase_add_test(tc, test_callback_error_fails_task);
     tcase_add_test(tc, test_bad_launch_fails_task);
