@@ -34,6 +34,8 @@
 #   MPIEXEC   [mpiexec]
 #   LIMIT     [300]     seconds one run may take before it counts as failed
 #   OUT_DIR   [bench/taskbench/build]  where build.sh wrote `programs`
+#   ANALYZE   [unset]   a results.tsv (or several, space-separated) of earlier
+#             runs: skip the runs and print the table of those results
 #
 # Prints one table of METG in microseconds (rows: patterns, columns: systems)
 # and keeps the raw logs, a results.tsv of every run and metg.tsv in LOG_DIR.
@@ -61,7 +63,14 @@ LIMIT=${LIMIT:-300}
 LOG_DIR=${LOG_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/metg.XXXXXX")}
 mkdir -p "$LOG_DIR" || exit 1
 results=$LOG_DIR/results.tsv
-printf 'system\tpattern\titerations\trep\telapsed\ttasks\tflops\n' >"$results"
+if [ -n "${ANALYZE:-}" ]; then
+  head -n 1 $(echo "$ANALYZE" | cut -d' ' -f1) >"$results"
+  for f in $ANALYZE; do tail -n +2 "$f"; done >>"$results"
+  SYSTEMS_RUN=
+else
+  SYSTEMS_RUN=$SYSTEMS
+fi
+[ -n "${ANALYZE:-}" ] || printf 'system\tpattern\titerations\trep\telapsed\ttasks\tflops\n' >"$results"
 
 # Open MPI refuses to run as root without these (containers run as root).
 OMPI_ALLOW_RUN_AS_ROOT=1
@@ -97,7 +106,7 @@ run() {
   esac
 }
 
-for sys in $SYSTEMS; do
+for sys in $SYSTEMS_RUN; do
   case $sys in
     pmlib-*x*) need=pmlib ;;
     *) need=$sys ;;
