@@ -19,6 +19,7 @@
  */
 #define _GNU_SOURCE
 #include "comm/transport.h"
+#include "sched/hosts.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -766,6 +767,23 @@ void pm__bulk_probe(void)
             }
             if (pm__rt.host == 0 && best > 0)
                 atomic_store(&B.rate[h], (uint64_t)(BYTES / best));
+            /* And a one-byte round trip: what a host costs a task beyond
+             * its bytes is at least a few of them (sched/hosts.h). */
+            double rtt = 0;
+            for (int r = 0; r < REPS; r++) {
+                if (pm__rt.host == 0) {
+                    double t0 = pm__now();
+                    MPI_Send(&ack, 1, MPI_BYTE, h, 0, pm__bulk_comm);
+                    MPI_Recv(&ack, 1, MPI_BYTE, h, 0, pm__bulk_comm, MPI_STATUS_IGNORE);
+                    double dt = pm__now() - t0;
+                    rtt = rtt == 0 || dt < rtt ? dt : rtt;
+                } else if (pm__rt.host == h) {
+                    MPI_Recv(&ack, 1, MPI_BYTE, 0, 0, pm__bulk_comm, MPI_STATUS_IGNORE);
+                    MPI_Send(&ack, 1, MPI_BYTE, 0, 0, pm__bulk_comm);
+                }
+            }
+            if (pm__rt.host == 0)
+                pm__hosts_seed_overhead(h, 2 * rtt);
         }
     }
     free(buf);

@@ -13,6 +13,7 @@
  */
 #define _GNU_SOURCE
 #include "comm/transport.h"
+#include "sched/hosts.h"
 
 #include <math.h>
 #include <sched.h>
@@ -481,6 +482,7 @@ int pm__comm_start(const pm__host_info_t *me)
     int rc = pm__bulk_start();
     if (rc != 0)
         return rc;
+    pm__hosts_overhead_init(n);
     pm__bulk_probe();
     pthread_mutex_init(&C.lock, NULL);
     pthread_cond_init(&C.wake, NULL);
@@ -526,6 +528,7 @@ void pm__comm_finalize(void)
     }
     pm__data_free_mirrors();
     pm__proto_free_pending();
+    pm__hosts_overhead_free();
     free(C.fl);
     free(C.last_heard);
     free(pm__hosts);

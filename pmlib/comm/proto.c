@@ -49,27 +49,39 @@ static void send_task(const pm__task_t *t, int h)
     pm__comm_send(h, PM__TAG_TASK, &b);
 }
 
-/* While a task spanning hosts runs, the comm thread polls without naps:
- * requests for its data must be answered in microseconds. A host the costs
- * gave no chunk is not told of the task at all: it could only ask for work
- * that would not pay, and host 0 would wait for it to say so. */
+/* Whether host h was sent task t: a host the costs gave no chunk is not
+ * told of the task at all (it could only ask for work that would not pay,
+ * and host 0 would wait for it to say so). */
+static bool sent_to(const pm__task_t *t, int h)
+{
+    return !t->hosts_by_cost || t->host_fed[h] != 0 || t->nchunks == 0;
+}
+
+/* While a task spanning hosts runs, the comm thread polls with the shortest
+ * naps: requests for its data must be answered in microseconds. A task that
+ * stays on host 0 keeps it as it was. */
 void pm__proto_task_started(pm__task_t *t)
 {
-    pm__comm_active(1);
     for (int h = 1; h < pm__rt.nhosts; h++) {
-        if (t->hosts_by_cost && !t->host_fed[h] && t->nchunks > 0) {
+        if (!sent_to(t, h)) {
             atomic_fetch_sub(&t->outstanding, 1); /* it will not drain; chunks keep this above 0 */
             continue;
         }
+        if (!t->comm_on)
+            pm__comm_active(1);
+        t->comm_on = true;
         send_task(t, h);
     }
 }
 
 void pm__proto_task_finished(pm__task_t *t)
 {
-    if (atomic_load(&t->started))
+    if (t->comm_on)
         pm__comm_active(-1);
+    t->comm_on = false;
     for (int h = 1; h < pm__rt.nhosts; h++) {
+        if (!sent_to(t, h) && t->status == 0)
+            continue; /* a failure is told to every host */
         pm__wbuf_t b = {0};
         pm__wbuf_u64(&b, t->seq);
         pm__wbuf_i32(&b, t->status);
@@ -492,7 +504,8 @@ static uint64_t grant_locked(pm__task_t *t, int h, double theirs)
     double link = (t->xfer_in + t->xfer_out) / bw;
     if (link > 1 / theirs)
         theirs = 1 / link;
-    double lat = (t->xfer_in + t->xfer_out + (t->host_fed[h] ? 0 : t->xfer_common)) / bw;
+    double lat = (t->xfer_in + t->xfer_out + (t->host_fed[h] ? 0 : t->xfer_common)) / bw +
+                 pm__hosts_overhead(h);
     uint64_t k = pm__grant_by_cost(mine, theirs, lat, pm__ranges_left(t));
     pm__debug("task %llu: host %d asks for work: %.3g chunks/s here, %.3g there, %.3g s away: %llu chunks",
               (unsigned long long)t->seq, h, mine, theirs, lat, (unsigned long long)k);
@@ -512,8 +525,8 @@ void pm__proto_on_steal_req(int src, pm__rbuf_t *m)
         t->desc.sched == PM_SCHED_PULL) {
         uint64_t max = pm__rt.host == 0 && t->host_fed != NULL ? grant_locked(t, src, theirs) : UINT64_MAX;
         if (max > 0 && pm__ranges_give(t, max, &lo, &hi)) {
-            if (t->host_fed != NULL)
-                t->host_fed[src] = 1;
+            if (t->host_fed != NULL && !t->host_fed[src])
+                t->host_fed[src] = 3; /* fed by stealing: its first report is no sample */
             pm__debug("task %llu: host %d takes chunks %llu..%llu", (unsigned long long)seq, src,
                       (unsigned long long)lo, (unsigned long long)hi - 1);
         }
@@ -614,7 +627,7 @@ static void put_pieces(pm__wbuf_t *b, pm__task_t *t, uint64_t first, uint64_t la
     pthread_mutex_unlock(&t->redist_lock);
 }
 
-void pm__proto_after_chunk(pm__task_t *t, uint64_t chunk, pm_device_kind_t kind)
+void pm__proto_after_chunk(pm__task_t *t, uint64_t chunk, pm_device_kind_t kind, uint64_t run_ns)
 {
     uint64_t first, last;
     pm__chunk_span(t, chunk, &first, &last);
@@ -623,6 +636,7 @@ void pm__proto_after_chunk(pm__task_t *t, uint64_t chunk, pm_device_kind_t kind)
     pm__wbuf_u64(&b, chunk);
     pm__wbuf_u64(&b, last - first);
     pm__wbuf_i32(&b, kind);
+    pm__wbuf_u64(&b, run_ns);
     put_status(&b, t);
     pm__seg_t *segs;
     int nseg;
@@ -699,10 +713,20 @@ void pm__proto_on_chunk_done(int src, pm__rbuf_t *m)
 {
     uint64_t seq = pm__rbuf_u64(m), chunk = pm__rbuf_u64(m), nsub = pm__rbuf_u64(m);
     int32_t kind = pm__rbuf_i32(m);
+    uint64_t run_ns = pm__rbuf_u64(m);
     if (m->bad)
         return;
     pthread_mutex_lock(&pm__rt.lock);
     pm__task_t *t = pm__task_find_locked(seq);
+    if (t != NULL && t->host_fed != NULL && src < pm__rt.nhosts && t->host_fed[src] == 1) {
+        /* A host's first report of a task it had a share of from the start:
+         * what involving it cost beyond running the chunk and moving its
+         * bytes (messages, wake-ups). */
+        t->host_fed[src] = 2;
+        double bw = pm__comm_rate(src) > 0 ? pm__comm_rate(src) : PM__HOST_BW_GUESS;
+        double moved = (t->xfer_common + t->xfer_in + t->xfer_out) / bw;
+        pm__hosts_note_overhead(src, pm__now() - t->t_start - (double)run_ns * 1e-9 - moved);
+    }
     pthread_mutex_unlock(&pm__rt.lock);
     if (t == NULL || chunk >= t->nchunks)
         return;

@@ -237,8 +237,10 @@ typedef struct pm__task {
     /* several hosts */
     bool remote;             /* run here on behalf of host 0 */
     uint64_t *host_lo, *host_hi; /* host 0: each host's initial share */
-    unsigned char *host_fed;     /* host 0: hosts with chunks of it, first or stolen (rt lock) */
+    unsigned char *host_fed;     /* host 0, per host (rt lock): 0 no chunk of it, 1 a first
+                                  * share, 2 reported one, 3 chunks by stealing */
     bool hosts_by_cost;          /* host 0: shares by cost; hosts without one never see it */
+    bool comm_on;                /* host 0: it keeps the comm thread polling (pm__comm_active) */
     double xfer_common, xfer_in, xfer_out; /* host 0: bytes per chunk (sched/hosts.h) */
     int inprogress;          /* rt lock: chunks held by this host's stubs (remote tasks) */
     int steal_pending, steal_victim, steal_tried, drained, drain_sent; /* rt lock */
@@ -429,7 +431,8 @@ void pm__proto_want_work_locked(pm__task_t *t); /* no chunk here: ask other host
 typedef struct pm__fetch pm__fetch_t;
 pm__fetch_t *pm__proto_prefetch(pm__task_t *t, uint64_t chunk);
 int pm__proto_before_chunk(pm__task_t *t, uint64_t chunk, pm__fetch_t *started);
-void pm__proto_after_chunk(pm__task_t *t, uint64_t chunk, pm_device_kind_t kind); /* remote: report */
+/* Remote: reports a chunk that ran `run_ns` (its callbacks, not its waits). */
+void pm__proto_after_chunk(pm__task_t *t, uint64_t chunk, pm_device_kind_t kind, uint64_t run_ns);
 void pm__proto_task_finished(pm__task_t *t);    /* host 0: tell every host */
 void pm__proto_memory_released(uint64_t handle);
 void pm__proto_serve(void);                     /* other hosts: start running tasks */

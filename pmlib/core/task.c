@@ -336,7 +336,7 @@ static void split_hosts_by_cost(pm__task_t *t)
     lat[0] = 0;
     for (int h = 1; h < n; h++) {
         double bw = host_bw(h), link = (b.in + b.out) / bw;
-        lat[h] = (b.common + b.in + b.out) / bw;
+        lat[h] = (b.common + b.in + b.out) / bw + pm__hosts_overhead(h);
         if (rate[h] > 0 && link > 1 / rate[h])
             rate[h] = 1 / link;
     }
@@ -348,9 +348,9 @@ static void split_hosts_by_cost(pm__task_t *t)
         t->host_hi[h] = lo += count[h];
         t->host_fed[h] = count[h] > 0;
     }
-    pm__debug("task %llu: %llu of %llu chunks stay on host 0 (%.3g bytes per chunk, %.3g read by all)",
-              (unsigned long long)t->seq, (unsigned long long)count[0], (unsigned long long)t->nchunks,
-              b.in + b.out, b.common);
+    pm__debug("task %llu: %llu of %llu chunks stay on host 0 (%.3g bytes per chunk, %.3g read by all; "
+              "host 1 %.3g s away)", (unsigned long long)t->seq, (unsigned long long)count[0],
+              (unsigned long long)t->nchunks, b.in + b.out, b.common, lat[1]);
 out:
     if (t->host_lo[0] != t->lo || t->host_hi[0] != t->hi) {
         t->policy->fini(t);

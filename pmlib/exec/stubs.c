@@ -155,7 +155,7 @@ static void run_loop(pm__stub_t *s, pm__task_t *t, uint64_t k)
             atomic_store(&t->running[s->index], k);
         }
         double t0 = pm__now();
-        uint64_t next = 0;
+        uint64_t next = 0, ran_ns = 0;
         bool more;
         pm__fetch_t *next_fetch = NULL;
 #if PMLIB_HAVE_CUDA
@@ -173,7 +173,8 @@ static void run_loop(pm__stub_t *s, pm__task_t *t, uint64_t k)
             if (rc == 0) {
                 double r0 = pm__now();
                 s->ops->run_chunk(s, t, k);
-                average_in(&t->counts[s->index].run_ns, (uint64_t)((pm__now() - r0) * 1e9) + 1);
+                ran_ns = (uint64_t)((pm__now() - r0) * 1e9) + 1;
+                average_in(&t->counts[s->index].run_ns, ran_ns);
             }
         } else {
             s->ops->run_chunk(s, t, k);
@@ -192,7 +193,7 @@ static void run_loop(pm__stub_t *s, pm__task_t *t, uint64_t k)
         pm__chunk_span(t, k, &first, &last);
         atomic_fetch_add(&t->subtasks_done, last - first);
         if (t->remote)
-            pm__proto_after_chunk(t, k, s->ops->kind);
+            pm__proto_after_chunk(t, k, s->ops->kind, ran_ns);
         else
             pm__task_done(t, 1);
         if (!more)

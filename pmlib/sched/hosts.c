@@ -2,8 +2,47 @@
 #include "sched/hosts.h"
 
 #include <math.h>
+#include <stdlib.h>
 
 #include "reduce/acc.h"
+
+static double *overhead; /* per host; runtime lock */
+static int noverhead;
+
+void pm__hosts_overhead_init(int nhosts)
+{
+    free(overhead);
+    overhead = calloc((size_t)nhosts, sizeof *overhead);
+    noverhead = overhead != NULL ? nhosts : 0;
+}
+
+void pm__hosts_overhead_free(void)
+{
+    free(overhead);
+    overhead = NULL;
+    noverhead = 0;
+}
+
+void pm__hosts_seed_overhead(int h, double seconds)
+{
+    if (h >= 0 && h < noverhead && isfinite(seconds) && seconds >= 0)
+        overhead[h] = seconds;
+}
+
+void pm__hosts_note_overhead(int h, double seconds)
+{
+    if (h < 0 || h >= noverhead || !isfinite(seconds))
+        return;
+    if (seconds < 0)
+        seconds = 0;
+    /* About the last 8 samples (the first ones move from the seed). */
+    overhead[h] += (seconds - overhead[h]) / 8;
+}
+
+double pm__hosts_overhead(int h)
+{
+    return h >= 0 && h < noverhead ? overhead[h] : 0;
+}
 
 void pm__split_by_cost(int nhosts, const double *lat, const double *rate, uint64_t n,
                        uint64_t *count)
@@ -30,15 +69,35 @@ void pm__split_by_cost(int nhosts, const double *lat, const double *rate, uint64
         else
             lo = mid;
     }
+    /* Each host the whole chunks it finishes by T; the few left over (at
+     * most one per host) one by one to whichever host then finishes first,
+     * host 0 on a tie. */
     uint64_t given = 0;
-    for (int h = 1; h < nhosts; h++) {
+    for (int h = 0; h < nhosts; h++) {
         if (rate[h] <= 0 || hi <= lat[h])
             continue;
         double k = floor((hi - lat[h]) * rate[h]);
         count[h] = k >= (double)(n - given) ? n - given : (uint64_t)k;
         given += count[h];
     }
-    count[0] = n - given;
+    while (given < n) {
+        int best = -1;
+        double when = 0;
+        for (int h = 0; h < nhosts; h++) {
+            if (rate[h] <= 0)
+                continue;
+            double w = lat[h] + (double)(count[h] + 1) / rate[h];
+            if (best < 0 || w < when) {
+                best = h;
+                when = w;
+            }
+        }
+        if (best < 0)
+            best = 0;
+        uint64_t add = best == 0 && rate[0] <= 0 ? n - given : 1;
+        count[best] += add;
+        given += add;
+    }
 }
 
 uint64_t pm__grant_by_cost(double mine, double theirs, double lat, uint64_t left)

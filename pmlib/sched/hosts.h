@@ -15,8 +15,8 @@
 
 /* Splits n chunks among nhosts so that the last host finishes as early as
  * possible, when host h finishes k chunks at lat[h] + k / rate[h] seconds
- * (rate in chunks per second; 0: the host takes none). Host 0 takes what
- * rounding leaves. */
+ * (rate in chunks per second; 0: the host takes none). Whole chunks: the
+ * few that rounding leaves go one by one where they finish first. */
 void pm__split_by_cost(int nhosts, const double *lat, const double *rate, uint64_t n,
                        uint64_t *count);
 
@@ -25,6 +25,15 @@ void pm__split_by_cost(int nhosts, const double *lat, const double *rate, uint64
  * they run at `mine` chunks per second: the most that still lets it finish
  * no later than this host finishes the rest (0: none pays). */
 uint64_t pm__grant_by_cost(double mine, double theirs, double lat, uint64_t left);
+
+/* What involving host h in a task costs beyond running chunks and moving
+ * bytes (messages, wake-ups), in seconds: seeded from a round trip at
+ * start-up, then a running average of what host 0 observes (runtime lock). */
+void pm__hosts_overhead_init(int nhosts);
+void pm__hosts_overhead_free(void);
+void pm__hosts_seed_overhead(int h, double seconds);
+void pm__hosts_note_overhead(int h, double seconds);
+double pm__hosts_overhead(int h);
 
 /* A task's data per chunk as seen from another host (host 0, from the
  * subscriptions of its first and last chunks): bytes every chunk reads

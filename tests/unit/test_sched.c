@@ -183,6 +183,16 @@ START_TEST(split_follows_speed_and_cost)
     pm__split_by_cost(2, lat2, rate2, 100, c);
     ck_assert_uint_eq(c[0] + c[1], 100);
     ck_assert(c[1] >= 44 && c[1] <= 45);          /* (T - 1) * 10 = 100 - T * 10: T = 5.5 */
+    /* Two chunks, two equal hosts, next to no data: one each (rounding
+     * down would leave both on host 0). */
+    const double near[2] = {0, 1e-9}, same[2] = {1000, 1000};
+    pm__split_by_cost(2, near, same, 2, c);
+    ck_assert_uint_eq(c[0], 1);
+    ck_assert_uint_eq(c[1], 1);
+    /* One chunk: host 0, which needs no data. */
+    pm__split_by_cost(2, near, same, 1, c);
+    ck_assert_uint_eq(c[0], 1);
+    ck_assert_uint_eq(c[1], 0);
     /* No host may run it at all: host 0 keeps the chunks (its policy decides). */
     const double zero[2] = {0, 0};
     pm__split_by_cost(2, lat2, zero, 7, c);
