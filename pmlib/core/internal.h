@@ -207,7 +207,7 @@ typedef struct pm__task {
     pm__tlink_t rlink[2]; /* on the ready lists: [0] CPU, [1] GPU */
     unsigned char run_kinds; /* ready lists while running: bit 0 CPU, bit 1 GPU */
     unsigned char all_kinds; /* ready lists while subscribing: every stub's kind */
-    bool every_stub;         /* pull, and every stub here may run it */
+    unsigned char every_kind; /* pull, and every stub of the kind may run it: bit 0 CPU, bit 1 GPU */
     struct pm__task *hnext;  /* sequence number table */
     int waiters;             /* threads in pm_task_wait on it (runtime lock) */
     /* The device filter's answers, asked once per task and device. */
@@ -464,7 +464,7 @@ typedef struct pm__runtime {
     atomic_bool crowded;      /* more busy threads than cores: yield while polling */
 
     pthread_mutex_t lock;     /* everything below */
-    pthread_cond_t work_cv;   /* stubs wait for work */
+    pthread_cond_t work_cv[2]; /* stubs wait for work: [0] CPU stubs, [1] GPU stubs */
     pthread_cond_t done_cv;   /* waiters wait for tasks */
     int shutdown;
     int serving, shutdown_received;
@@ -473,8 +473,9 @@ typedef struct pm__runtime {
     int nactive_local;        /* host 0: unfinished submitted tasks */
     int all_waiters;          /* threads waiting for every task to end */
     pm__tlist_t ready[2];     /* tasks with chunks to hand out, per kind */
-    int parked;               /* stubs asleep on work_cv */
+    int parked[2];            /* stubs asleep on work_cv, per kind */
     int spinning;             /* idle stubs polling for work */
+    int spinning_kind[2];     /* the same per kind */
     atomic_uint_fast64_t work_gen; /* moves whenever work is added */
     pm__task_t **byseq;       /* sequence number table, chained */
     size_t nbyseq, byseq_cap;

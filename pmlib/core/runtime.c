@@ -158,7 +158,8 @@ int pm_init(int *argc, char ***argv)
     pm__rt.default_sched = env_sched();
     pm__rt.spin_ns = pm__env_uint("PMLIB_SPIN_US", "microseconds", 0, 10000000, 100) * 1000;
     pthread_mutex_init(&pm__rt.lock, NULL);
-    pthread_cond_init(&pm__rt.work_cv, NULL);
+    pthread_cond_init(&pm__rt.work_cv[0], NULL);
+    pthread_cond_init(&pm__rt.work_cv[1], NULL);
     pthread_cond_init(&pm__rt.done_cv, NULL);
     rc = pm__stubs_start();
     /* More busy threads than cores (stubs, the program's thread, other
@@ -168,7 +169,8 @@ int pm_init(int *argc, char ***argv)
         pm__stubs_stop();
     if (rc != 0) {
         pthread_cond_destroy(&pm__rt.done_cv);
-        pthread_cond_destroy(&pm__rt.work_cv);
+        pthread_cond_destroy(&pm__rt.work_cv[0]);
+        pthread_cond_destroy(&pm__rt.work_cv[1]);
         pthread_mutex_destroy(&pm__rt.lock);
         pm__comm_finalize();
         atomic_store(&life, LIFE_DOWN);
@@ -220,7 +222,8 @@ int pm_finalize(void)
     pm__memory_free_all();
     pm__registry_clear();
     pthread_cond_destroy(&pm__rt.done_cv);
-    pthread_cond_destroy(&pm__rt.work_cv);
+    pthread_cond_destroy(&pm__rt.work_cv[0]);
+    pthread_cond_destroy(&pm__rt.work_cv[1]);
     pthread_mutex_destroy(&pm__rt.lock);
     memset(&pm__rt, 0, sizeof pm__rt);
     pm__log_set_host(0);

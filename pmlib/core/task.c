@@ -452,7 +452,7 @@ int pm__task_create(const pm_task_desc_t *d, const pm__callbacks_t *cbs, pm__tas
         t->nred += d->mem[i].reduce != PM_REDUCE_NONE;
     t->filter_cpu = -1;
     bool cpu_ok = cpu_eligible(t);
-    t->every_stub = t->desc.sched == PM_SCHED_PULL;
+    t->every_kind = t->desc.sched == PM_SCHED_PULL ? 3u : 0u;
     for (int i = 0; i < pm__rt.nstubs; i++) { /* every stub will look at the task */
         const pm__stub_t *s = &pm__rt.stubs[i];
         unsigned kind = s->ops->kind == PM_DEVICE_GPU ? 2u : 1u;
@@ -460,7 +460,8 @@ int pm__task_create(const pm_task_desc_t *d, const pm__callbacks_t *cbs, pm__tas
         t->counts[i].runnable = kind == 2u ? pm__gpu_eligible(t, s->major, s->minor) : cpu_ok;
         t->all_kinds |= kind;
         t->run_kinds |= t->counts[i].runnable ? kind : 0u;
-        t->every_stub &= t->counts[i].runnable;
+        if (!t->counts[i].runnable)
+            t->every_kind &= (unsigned char)~kind;
     }
     if (pm__rt.nhosts > 1 && pm__rt.host == 0) {
         t->done_map = calloc(t->nchunks, sizeof *t->done_map);
@@ -589,31 +590,37 @@ static void tlist_remove(pm__tlist_t *l, pm__task_t *t, size_t off)
 #define ACTIVE_LINK offsetof(pm__task_t, alink)
 #define READY_LINK(k) (offsetof(pm__task_t, rlink) + (size_t)(k) * sizeof(pm__tlink_t))
 
-/* Wakes parked stubs for new work: as many as it has chunks. */
-static void wake_stubs_locked(uint64_t chunks)
+/* Wakes parked stubs of kind k for new work: as many as it has chunks. */
+static void wake_stubs_locked(int k, uint64_t chunks)
 {
-    atomic_fetch_add_explicit(&pm__rt.work_gen, 1, memory_order_release);
-    /* Polling stubs see the work without a wake-up. */
-    chunks = chunks > (uint64_t)pm__rt.spinning ? chunks - (uint64_t)pm__rt.spinning : 0;
-    if (pm__rt.parked == 0 || chunks == 0)
+    /* Polling stubs of the kind see the work without a wake-up. */
+    uint64_t polling = (uint64_t)pm__rt.spinning_kind[k];
+    chunks = chunks > polling ? chunks - polling : 0;
+    if (pm__rt.parked[k] == 0 || chunks == 0)
         return;
-    if (chunks >= (uint64_t)pm__rt.parked)
-        pthread_cond_broadcast(&pm__rt.work_cv);
+    if (chunks >= (uint64_t)pm__rt.parked[k])
+        pthread_cond_broadcast(&pm__rt.work_cv[k]);
     else
         for (uint64_t i = 0; i < chunks; i++)
-            pthread_cond_signal(&pm__rt.work_cv);
+            pthread_cond_signal(&pm__rt.work_cv[k]);
 }
 
 void pm__task_ready_locked(pm__task_t *t)
 {
-    unsigned kinds = t->state == PM__TASK_PREPARE ? t->all_kinds : t->run_kinds;
+    bool prepare = t->state == PM__TASK_PREPARE;
+    unsigned kinds = prepare ? t->all_kinds : t->run_kinds;
     for (int k = 0; k < 2; k++)
         if (kinds & (1u << k))
             tlist_append(&pm__rt.ready[k], t, READY_LINK(k));
-    /* One sleeper per chunk only when any sleeper may take any chunk: a
-     * static share belongs to one stub, and a stub of another kind or one
-     * the task excludes would go back to sleep; then wake them all. */
-    wake_stubs_locked(t->every_stub ? t->nchunks : UINT64_MAX);
+    atomic_fetch_add_explicit(&pm__rt.work_gen, 1, memory_order_release);
+    /* Only stubs of the kinds that may take part are woken (a CPU task on a
+     * GPU host leaves the GPU stub asleep), one per chunk when any of them
+     * may take any chunk; a static share belongs to one stub and some
+     * stubs of the kind may be excluded: then all of the kind. Any stub
+     * subscribes any task's chunks. */
+    for (int k = 0; k < 2; k++)
+        if (kinds & (1u << k))
+            wake_stubs_locked(k, (prepare || ((t->every_kind >> k) & 1u)) ? t->nchunks : UINT64_MAX);
 }
 
 void pm__task_unready_locked(pm__task_t *t)

@@ -224,17 +224,20 @@ static void *stub_main(void *arg)
             /* A few pollers suffice: the others sleep, and are woken one
              * per chunk of new work, so new work does not send every idle
              * stub after the runtime lock at once. */
+            int kind = s->ops->kind == PM_DEVICE_GPU;
             if (pm__rt.spinning < PM__SPINNERS) {
                 pm__rt.spinning++;
+                pm__rt.spinning_kind[kind]++;
                 pthread_mutex_unlock(&pm__rt.lock);
                 pm__spin_until(work_came, &gen);
                 pthread_mutex_lock(&pm__rt.lock);
                 pm__rt.spinning--;
+                pm__rt.spinning_kind[kind]--;
             }
             if (!pm__rt.shutdown && atomic_load(&pm__rt.work_gen) == gen) {
-                pm__rt.parked++;
-                pthread_cond_wait(&pm__rt.work_cv, &pm__rt.lock);
-                pm__rt.parked--;
+                pm__rt.parked[kind]++;
+                pthread_cond_wait(&pm__rt.work_cv[kind], &pm__rt.lock);
+                pm__rt.parked[kind]--;
             }
             continue;
         }
@@ -337,7 +340,8 @@ void pm__stubs_stop(void)
     pthread_mutex_lock(&pm__rt.lock);
     pm__rt.shutdown = 1;
     atomic_fetch_add(&pm__rt.work_gen, 1);
-    pthread_cond_broadcast(&pm__rt.work_cv);
+    pthread_cond_broadcast(&pm__rt.work_cv[0]);
+    pthread_cond_broadcast(&pm__rt.work_cv[1]);
     pthread_mutex_unlock(&pm__rt.lock);
     for (int i = 0; i < pm__rt.nstubs; i++)
         pthread_join(pm__rt.stubs[i].thread, NULL);
