@@ -368,6 +368,7 @@ struct pm__stub {
     uint64_t mem_bytes;   /* GPU memory */
     pthread_t thread;
     void *priv;           /* device-specific state */
+    atomic_bool parked;   /* asleep until work is added */
 };
 
 extern const pm__device_ops_t pm__cpu_ops;

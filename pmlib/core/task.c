@@ -278,6 +278,8 @@ static double host_bw(int h)
  * asks. Host 0 keeps the rest. */
 static void probe_split(pm__task_t *t)
 {
+    if (host_weight(t, 0) <= 0)
+        return; /* host 0 may not run it: the shares by stubs stand */
     uint64_t away = 0;
     for (int h = 1; h < pm__rt.nhosts; h++) {
         uint64_t want = (uint64_t)host_weight(t, h), had = t->host_hi[h] - t->host_lo[h];

@@ -1634,6 +1634,12 @@ int pm__cuda_discover(pm__gpu_info_t **gpus, int *ngpu, int local_rank, int loca
         return PM__FAIL(PM_ENOMEM, "pm_init: out of memory listing %d GPUs", n);
     }
     int nlist = device_list(n, list), k = 0;
+    /* PMLIB_GPU_SHARE=1: every rank of the machine drives every listed GPU
+     * (ranks sharing GPUs, e.g. under MPS); by default they are dealt out. */
+    if (pm__env_uint("PMLIB_GPU_SHARE", "0 or 1", 0, 1, 0) == 1) {
+        local_rank = 0;
+        local_size = 1;
+    }
     for (int i = local_rank; i < nlist && k < max; i += local_size)
         k += gpu_query(list[i], &g[k]) == 0;
     free(list);

@@ -49,7 +49,11 @@ static enum job find_work_locked(pm__stub_t *s, pm__task_t **task, uint64_t *chu
             }
             if (t->policy->left(t) == 0) {
                 pm__task_unready_locked(t);
-                if (pm__rt.nhosts > 1)
+                /* More from other hosts, unless no stub here may run it (a
+                 * GPU task on a host without GPUs, met while it was still
+                 * listed for its subscriptions): chunks it took would wait
+                 * here forever. */
+                if (pm__rt.nhosts > 1 && t->run_kinds != 0)
                     pm__proto_want_work_locked(t);
             }
         }
@@ -236,7 +240,9 @@ static void *stub_main(void *arg)
             }
             if (!pm__rt.shutdown && atomic_load(&pm__rt.work_gen) == gen) {
                 pm__rt.parked[kind]++;
+                atomic_store(&s->parked, true);
                 pthread_cond_wait(&pm__rt.work_cv[kind], &pm__rt.lock);
+                atomic_store(&s->parked, false);
                 pm__rt.parked[kind]--;
             }
             continue;

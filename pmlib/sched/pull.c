@@ -166,15 +166,38 @@ static int pull_init(pm__task_t *t, int nstubs)
     return rc;
 }
 
+/* Whether no other stub that may run the task will come for its chunks:
+ * each has left it (its last take found nothing, or it declined) or is
+ * asleep without having looked. */
+static bool others_left(const pm__task_t *t, int stub)
+{
+    const struct pm__sched_state *st = t->sched;
+    for (int s = 0; s < st->nstubs; s++)
+        if (s != stub && pm__task_runnable_on(t, &pm__rt.stubs[s]) && !atomic_load(&st->left[s]) &&
+            !atomic_load(&pm__rt.stubs[s].parked))
+            return false;
+    return true;
+}
+
 static bool pull_take(pm__task_t *t, int stub, uint64_t *chunk)
 {
     struct pm__sched_state *st = t->sched;
     int me = stub; /* the probe is one chunk: the first take of the probing stub */
     bool probing = atomic_load_explicit(&st->probe, memory_order_relaxed) == stub &&
                    atomic_compare_exchange_strong(&st->probe, &me, -1);
-    bool got = (probing || pays(t, st->nstubs, stub, pm__ranges_left(t), st->left, st->in_place)) &&
-               (pm__ranges_take_own(t, stub, chunk) || pm__ranges_steal(t, stub, chunk));
-    atomic_store_explicit(&st->left[stub], !got, memory_order_release);
+    bool pay = probing || pays(t, st->nstubs, stub, pm__ranges_left(t), st->left, st->in_place);
+    bool got = pay && (pm__ranges_take_own(t, stub, chunk) || pm__ranges_steal(t, stub, chunk));
+    atomic_store(&st->left[stub], !got);
+    /* A stub that declines must not leave chunks nobody takes: stubs judge
+     * each other by a model that moves while they look, so all could
+     * decline at once and sleep. Each one that declines first says so, then
+     * looks: of two declining together, at least one sees the other and
+     * takes the chunk after all. */
+    if (!got && !pay && pm__ranges_left(t) > 0 && others_left(t, stub) &&
+        (pm__ranges_take_own(t, stub, chunk) || pm__ranges_steal(t, stub, chunk))) {
+        atomic_store(&st->left[stub], 0);
+        got = true;
+    }
     return got;
 }
 

@@ -492,6 +492,32 @@ START_TEST(pull_gives_a_far_slower_device_nothing)
 }
 END_TEST
 
+/* A stub declines a chunk because faster stubs will take it; but if those
+ * are asleep without having looked at the task (they were not woken for
+ * it), nobody would: the decliner must take the chunk after all. */
+START_TEST(pull_never_leaves_chunks_nobody_takes)
+{
+    pm__model_t *m = pm__model_create("pull-asleep", stubs, NSTUBS);
+    pm__task_t *t = make_task(8, m);
+    uint64_t c;
+    /* Stub 0 ran a chunk of this task in 1 s; the others would take 1 ms. */
+    atomic_store(&t->counts[0].chunk_ns, 1000000000u);
+    for (int s = 1; s < NSTUBS; s++)
+        atomic_store(&t->counts[s].chunk_ns, 1000000u);
+    /* Awake, they will come: stub 0 leaves the chunks to them. */
+    ck_assert(!t->policy->take(t, 0, &c));
+    /* Asleep: stub 0 takes them. */
+    for (int s = 1; s < NSTUBS; s++)
+        atomic_store(&cpu_stubs[s].parked, true);
+    ck_assert(t->policy->take(t, 0, &c));
+    for (int s = 1; s < NSTUBS; s++)
+        atomic_store(&cpu_stubs[s].parked, false);
+    ts_free(t);
+    ck_assert_int_eq(setenv("PMLIB_MODEL_DIR", "off", 1), 0);
+    pm__model_destroy(m);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("model");
@@ -511,6 +537,7 @@ int main(void)
     tcase_add_checked_fixture(tp, setup, teardown);
     tcase_add_test(tp, pull_keeps_equal_shares_when_the_model_knows_nothing);
     tcase_add_test(tp, pull_gives_a_far_slower_device_nothing);
+    tcase_add_test(tp, pull_never_leaves_chunks_nobody_takes);
     suite_add_tcase(s, tp);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
