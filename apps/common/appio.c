@@ -253,6 +253,19 @@ int app_out_commit(struct app_out *o)
     return 0;
 }
 
+int app_out_finish(struct app_out *o, int written)
+{
+    if (!written) {
+        out_error(o, "cannot write '%s': %s", o->path, strerror(errno));
+        app_out_abort(o);
+        return 2;
+    }
+    if (app_out_commit(o) != 0)
+        return 2;
+    printf("wrote %s\n", o->path);
+    return 0;
+}
+
 /* ------------------------------------------------------------------------ */
 /* .npy: the header                                                          */
 /* ------------------------------------------------------------------------ */

@@ -69,6 +69,14 @@ int app_out_commit(struct app_out *o);
 /** Closes and removes the temporary file; the output's name is untouched. */
 void app_out_abort(struct app_out *o);
 
+/**
+ * Ends an output after the app wrote it: `written` 0 means writing failed
+ * (errno says why), so "PROG: cannot write 'PATH': REASON" and the abort;
+ * else the commit and "wrote PATH" on stdout. Returns 0, or 2 (the apps'
+ * exit status for a file error).
+ */
+int app_out_finish(struct app_out *o, int written);
+
 /* ------------------------------------------------------------------------ */
 /* .npy arrays                                                               */
 /* ------------------------------------------------------------------------ */

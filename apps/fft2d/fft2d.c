@@ -603,16 +603,9 @@ static int run(struct options *o)
     if (o->output != NULL) {
         uint64_t shape[2] = {o->rows, o->cols};
 
-        if (app_npy_write(out.f, "c8", 2, shape, pm_memory_data(data)) != 0) {
-            fprintf(stderr, "fft2d: cannot write '%s': %s\n", o->output,
-                    strerror(errno));
-            app_out_abort(&out);
+        if (app_out_finish(&out, app_npy_write(out.f, "c8", 2, shape,
+                                               pm_memory_data(data)) == 0) != 0)
             status = 2;
-        } else if (app_out_commit(&out) != 0) {
-            status = 2;
-        } else {
-            printf("wrote %s\n", o->output);
-        }
     }
     app_print_result_runs("fft2d", n, serial_s, &times, verdict);
     APP_CHECK(pm_memory_release(data));

@@ -478,16 +478,7 @@ static int write_output(struct app_out *out, const float *c, uint64_t m,
 {
     uint64_t shape[2] = {m, n};
 
-    if (app_npy_write(out->f, "f4", 2, shape, c) != 0) {
-        fprintf(stderr, "matmul: cannot write '%s': %s\n", out->path,
-                strerror(errno));
-        app_out_abort(out);
-        return 2;
-    }
-    if (app_out_commit(out) != 0)
-        return 2;
-    printf("wrote %s\n", out->path);
-    return 0;
+    return app_out_finish(out, app_npy_write(out->f, "f4", 2, shape, c) == 0);
 }
 
 /* Returns the exit status: 0, 1 when --verify fails, 2 for a file error. */

@@ -548,16 +548,7 @@ static int write_prices(struct app_out *out, const struct mc_price *price,
     for (uint64_t i = 0; i < count && !bad; i++)
         bad = fprintf(out->f, "%.10g,%.10g,%.6g,%.6g\n", price[i].call,
                       price[i].put, price[i].call_se, price[i].put_se) < 0;
-    if (bad) {
-        fprintf(stderr, "montecarlo: cannot write '%s': %s\n", out->path,
-                strerror(errno));
-        app_out_abort(out);
-        return 2;
-    }
-    if (app_out_commit(out) != 0)
-        return 2;
-    printf("wrote %s\n", out->path);
-    return 0;
+    return app_out_finish(out, !bad);
 }
 
 /* Returns the exit status: 0, 1 when --verify fails, 2 for a file error. */

@@ -523,17 +523,10 @@ static int write_bodies(struct app_out *out, const struct vec4 *pos,
         r[3] = vel[i].x, r[4] = vel[i].y, r[5] = vel[i].z, r[6] = pos[i].w;
     }
     rc = app_npy_write(out->f, "f4", 2, shape, rows);
+    int saved = errno;
     free(rows);
-    if (rc != 0) {
-        fprintf(stderr, "nbody: cannot write '%s': %s\n", out->path,
-                strerror(errno));
-        app_out_abort(out);
-        return 2;
-    }
-    if (app_out_commit(out) != 0)
-        return 2;
-    printf("wrote %s\n", out->path);
-    return 0;
+    errno = saved;
+    return app_out_finish(out, rc == 0);
 }
 
 /* Returns the exit status: 0, 1 when --verify fails, 2 for a file error. */

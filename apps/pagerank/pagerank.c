@@ -750,16 +750,9 @@ static int report(const struct options *o, const struct graph *g,
         status = 2;
     }
     if (o->output != NULL) {
-        if (pf_write_ranks(out->f, x, g->pages, names, g->base) != 0) {
-            fprintf(stderr, "pagerank: cannot write '%s': %s\n", o->output,
-                    strerror(errno));
-            app_out_abort(out);
+        if (app_out_finish(out, pf_write_ranks(out->f, x, g->pages, names,
+                                               g->base) == 0) != 0)
             status = 2;
-        } else if (app_out_commit(out) != 0) {
-            status = 2;
-        } else {
-            printf("wrote %s\n", o->output);
-        }
     }
     return status;
 }

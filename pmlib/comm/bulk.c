@@ -740,51 +740,44 @@ double pm__comm_rate(int host)
 
 /* ---- start and stop ------------------------------------------------------- */
 
+/* Host 0 sends host h `bytes` of buf and waits for a 1-byte answer, three
+ * times; host h answers. Host 0 gets the fastest round trip in seconds,
+ * others 0. Tag 0 of the payload communicator is never a payload's. */
+static double best_round_trip(int h, unsigned char *buf, int bytes)
+{
+    unsigned char ack = 0;
+    double best = 0;
+    for (int r = 0; r < 3; r++) {
+        if (pm__rt.host == 0) {
+            double t0 = pm__now();
+            MPI_Send(buf, bytes, MPI_BYTE, h, 0, pm__bulk_comm);
+            MPI_Recv(&ack, 1, MPI_BYTE, h, 0, pm__bulk_comm, MPI_STATUS_IGNORE);
+            double dt = pm__now() - t0;
+            best = best == 0 || dt < best ? dt : best;
+        } else if (pm__rt.host == h) {
+            MPI_Recv(buf, bytes, MPI_BYTE, 0, 0, pm__bulk_comm, MPI_STATUS_IGNORE);
+            MPI_Send(&ack, 1, MPI_BYTE, 0, 0, pm__bulk_comm);
+        }
+    }
+    return best;
+}
+
 /* At start-up, before the comm thread: host 0 times a 1 MiB payload to each
- * host (best of three, with the host's 1-byte answer), so that the first
- * task already weighs moving data by the link's real speed. Tag 0 of the
- * payload communicator is never a payload's. */
+ * host, so that the first task already weighs moving data by the link's
+ * real speed, and a 1-byte round trip: what a host costs a task beyond its
+ * bytes is at least a few of those (sched/hosts.h). */
 void pm__bulk_probe(void)
 {
-    enum { BYTES = 1 << 20, REPS = 3 };
-    unsigned char *buf = calloc(1, BYTES), ack = 0;
+    enum { BYTES = 1 << 20 };
+    unsigned char *buf = calloc(1, BYTES);
     int ok = buf != NULL, all = 0;
     MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, pm__bulk_comm);
-    if (all) {
-        for (int h = 1; h < pm__rt.nhosts; h++) {
-            double best = 0;
-            for (int r = 0; r < REPS; r++) {
-                if (pm__rt.host == 0) {
-                    double t0 = pm__now();
-                    MPI_Send(buf, BYTES, MPI_BYTE, h, 0, pm__bulk_comm);
-                    MPI_Recv(&ack, 1, MPI_BYTE, h, 0, pm__bulk_comm, MPI_STATUS_IGNORE);
-                    double dt = pm__now() - t0;
-                    best = best == 0 || dt < best ? dt : best;
-                } else if (pm__rt.host == h) {
-                    MPI_Recv(buf, BYTES, MPI_BYTE, 0, 0, pm__bulk_comm, MPI_STATUS_IGNORE);
-                    MPI_Send(&ack, 1, MPI_BYTE, 0, 0, pm__bulk_comm);
-                }
-            }
-            if (pm__rt.host == 0 && best > 0)
-                atomic_store(&B.rate[h], (uint64_t)(BYTES / best));
-            /* And a one-byte round trip: what a host costs a task beyond
-             * its bytes is at least a few of them (sched/hosts.h). */
-            double rtt = 0;
-            for (int r = 0; r < REPS; r++) {
-                if (pm__rt.host == 0) {
-                    double t0 = pm__now();
-                    MPI_Send(&ack, 1, MPI_BYTE, h, 0, pm__bulk_comm);
-                    MPI_Recv(&ack, 1, MPI_BYTE, h, 0, pm__bulk_comm, MPI_STATUS_IGNORE);
-                    double dt = pm__now() - t0;
-                    rtt = rtt == 0 || dt < rtt ? dt : rtt;
-                } else if (pm__rt.host == h) {
-                    MPI_Recv(&ack, 1, MPI_BYTE, 0, 0, pm__bulk_comm, MPI_STATUS_IGNORE);
-                    MPI_Send(&ack, 1, MPI_BYTE, 0, 0, pm__bulk_comm);
-                }
-            }
-            if (pm__rt.host == 0)
-                pm__hosts_seed_overhead(h, 2 * rtt);
-        }
+    for (int h = 1; all && h < pm__rt.nhosts; h++) {
+        double payload = best_round_trip(h, buf, BYTES), rtt = best_round_trip(h, buf, 1);
+        if (pm__rt.host == 0 && payload > 0)
+            atomic_store(&B.rate[h], (uint64_t)(BYTES / payload));
+        if (pm__rt.host == 0)
+            pm__hosts_seed_overhead(h, 2 * rtt);
     }
     free(buf);
 }

@@ -315,6 +315,21 @@ void pm__proto_on_task_nack(int src, pm__rbuf_t *m)
 
 /* ---- stealing between hosts --------------------------------------------- */
 
+/* Chunks per second this host's stubs have run task t at, summed over the
+ * stubs that timed a chunk of it: by their run time alone (`run_only`) or
+ * by their time per chunk, waits included. 0: none yet. */
+static double stubs_rate(const pm__task_t *t, bool run_only)
+{
+    double rate = 0;
+    for (int s = 0; s < pm__rt.nstubs; s++) {
+        const atomic_uint_fast64_t *a = run_only ? &t->counts[s].run_ns : &t->counts[s].chunk_ns;
+        uint64_t ns = atomic_load_explicit(a, memory_order_relaxed);
+        if (ns > 0)
+            rate += 1e9 / (double)ns;
+    }
+    return rate;
+}
+
 static void ask_next_victim_locked(pm__task_t *t)
 {
     int n = pm__rt.nhosts;
@@ -326,12 +341,7 @@ static void ask_next_victim_locked(pm__task_t *t)
     /* With the chunks per second this host's stubs run in the task, not
      * counting waits for inputs (0: none run yet), so that host 0 weighs
      * its speed against moving the data. */
-    double rate = 0;
-    for (int s = 0; s < pm__rt.nstubs; s++) {
-        uint64_t ns = atomic_load_explicit(&t->counts[s].run_ns, memory_order_relaxed);
-        if (ns > 0)
-            rate += 1e9 / (double)ns;
-    }
+    double rate = stubs_rate(t, true);
     uint64_t bits;
     memcpy(&bits, &rate, sizeof bits);
     pm__wbuf_t b = {0};
@@ -488,24 +498,14 @@ void pm__proto_on_copy_reply(int src, pm__rbuf_t *m)
  */
 static uint64_t grant_locked(pm__task_t *t, int h, double theirs)
 {
-    double mine = 0;
-    for (int s = 0; s < pm__rt.nstubs; s++) {
-        uint64_t ns = atomic_load_explicit(&t->counts[s].chunk_ns, memory_order_relaxed);
-        if (ns > 0)
-            mine += 1e9 / (double)ns;
-    }
+    double mine = stubs_rate(t, false);
     if (mine <= 0)
         mine = pm__host_speed(t, 0);
     if (theirs <= 0)
         theirs = pm__host_speed(t, h);
     if (mine <= 0 || theirs <= 0)
         return UINT64_MAX;
-    double bw = pm__comm_rate(h) > 0 ? pm__comm_rate(h) : PM__HOST_BW_GUESS;
-    double link = (t->xfer_in + t->xfer_out) / bw;
-    if (link > 1 / theirs)
-        theirs = 1 / link;
-    double lat = (t->xfer_in + t->xfer_out + (t->host_fed[h] ? 0 : t->xfer_common)) / bw +
-                 pm__hosts_overhead(h);
+    double lat = pm__hosts_cost(t, h, t->host_fed[h] != 0, &theirs);
     uint64_t k = pm__grant_by_cost(mine, theirs, lat, pm__ranges_left(t));
     pm__debug("task %llu: host %d asks for work: %.3g chunks/s here, %.3g there, %.3g s away: %llu chunks",
               (unsigned long long)t->seq, h, mine, theirs, lat, (unsigned long long)k);
@@ -723,8 +723,7 @@ void pm__proto_on_chunk_done(int src, pm__rbuf_t *m)
          * what involving it cost beyond running the chunk and moving its
          * bytes (messages, wake-ups). */
         t->host_fed[src] = 2;
-        double bw = pm__comm_rate(src) > 0 ? pm__comm_rate(src) : PM__HOST_BW_GUESS;
-        double moved = (t->xfer_common + t->xfer_in + t->xfer_out) / bw;
+        double moved = (t->xfer_common + t->xfer_in + t->xfer_out) / pm__hosts_bw(src);
         pm__hosts_note_overhead(src, pm__now() - t->t_start - (double)run_ns * 1e-9 - moved);
     }
     pthread_mutex_unlock(&pm__rt.lock);

@@ -265,13 +265,6 @@ static double host_rate(pm__task_t *t, int h)
     return rate;
 }
 
-/* Bytes per second to host h: measured, else a guess. */
-static double host_bw(int h)
-{
-    double bw = pm__comm_rate(h);
-    return bw > 0 ? bw : PM__HOST_BW_GUESS;
-}
-
 /* Speeds unknown but data to move: another host first gets one chunk per
  * stub that may run the task (it may be slower than its data costs, or far
  * faster); by the speeds measured on those, host 0 grants it more when it
@@ -334,14 +327,9 @@ static void split_hosts_by_cost(pm__task_t *t)
             probe_split(t);
         goto out;
     }
-    pm__chunk_bytes_t b = {t->xfer_common, t->xfer_in, t->xfer_out};
     lat[0] = 0;
-    for (int h = 1; h < n; h++) {
-        double bw = host_bw(h), link = (b.in + b.out) / bw;
-        lat[h] = (b.common + b.in + b.out) / bw + pm__hosts_overhead(h);
-        if (rate[h] > 0 && link > 1 / rate[h])
-            rate[h] = 1 / link;
-    }
+    for (int h = 1; h < n; h++)
+        lat[h] = pm__hosts_cost(t, h, false, &rate[h]);
     pm__split_by_cost(n, lat, rate, t->nchunks, count);
     t->hosts_by_cost = true;
     uint64_t lo = 0;
@@ -352,7 +340,7 @@ static void split_hosts_by_cost(pm__task_t *t)
     }
     pm__debug("task %llu: %llu of %llu chunks stay on host 0 (%.3g bytes per chunk, %.3g read by all; "
               "host 1 %.3g s away)", (unsigned long long)t->seq, (unsigned long long)count[0],
-              (unsigned long long)t->nchunks, b.in + b.out, b.common, lat[1]);
+              (unsigned long long)t->nchunks, cb.in + cb.out, cb.common, lat[1]);
 out:
     if (t->host_lo[0] != t->lo || t->host_hi[0] != t->hi) {
         t->policy->fini(t);

@@ -1446,9 +1446,7 @@ static void cuda_fini(pm__stub_t *s)
     cuda_priv_t *p = s->priv;
     if (p == NULL)
         return;
-    if (!p->ready) { /* never ran a chunk: no CUDA call now either */
-        for (int i = 0; i < SLOTS; i++)
-            slot_fini(&p->slot[i], QUIET);
+    if (!p->ready) { /* never ran a chunk: nothing made, no CUDA call now either */
         free(p);
         s->priv = NULL;
         return;

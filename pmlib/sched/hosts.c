@@ -44,6 +44,20 @@ double pm__hosts_overhead(int h)
     return h >= 0 && h < noverhead ? overhead[h] : 0;
 }
 
+double pm__hosts_bw(int h)
+{
+    double bw = pm__comm_rate(h);
+    return bw > 0 ? bw : PM__HOST_BW_GUESS;
+}
+
+double pm__hosts_cost(const pm__task_t *t, int h, bool fed, double *rate)
+{
+    double bw = pm__hosts_bw(h), own = (t->xfer_in + t->xfer_out) / bw;
+    if (*rate > 0 && own > 1 / *rate)
+        *rate = 1 / own;
+    return own + (fed ? 0 : t->xfer_common / bw) + pm__hosts_overhead(h);
+}
+
 void pm__split_by_cost(int nhosts, const double *lat, const double *rate, uint64_t n,
                        uint64_t *count)
 {

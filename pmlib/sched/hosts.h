@@ -35,6 +35,16 @@ void pm__hosts_seed_overhead(int h, double seconds);
 void pm__hosts_note_overhead(int h, double seconds);
 double pm__hosts_overhead(int h);
 
+/* Bytes per second to host h: as the transport measured, else the guess. */
+double pm__hosts_bw(int h);
+
+/* Host 0: seconds before host h returns its first chunk of task t (its
+ * bytes per chunk known): moving a chunk's own bytes there and back, the
+ * bytes every chunk reads unless `fed` (h already has chunks of the task),
+ * and h's overhead. *rate, its chunks per second, is capped by what the
+ * link carries. */
+double pm__hosts_cost(const pm__task_t *t, int h, bool fed, double *rate);
+
 /* A task's data per chunk as seen from another host (host 0, from the
  * subscriptions of its first and last chunks): bytes every chunk reads
  * (sent once per host), and per chunk the other bytes read and written. */

@@ -189,12 +189,15 @@ void pm__model_note_chunk(const pm__task_t *t, const pm__stub_t *s, uint64_t sub
     pm__model_note(t->cbs.model, s->index, subtasks, ns, in, out);
 }
 
+/* ns per subtask of a device, 0 when it has no sample (or is NULL). */
+static double dev_ns(const pm__model_dev_t *d)
+{
+    return d == NULL || get_u(&d->samples) == 0 ? 0 : get_d(&d->ns);
+}
+
 double pm__model_ns(const pm__model_t *m, int stub)
 {
-    const pm__model_dev_t *d = pm__model_dev_of(m, stub);
-    if (d == NULL || get_u(&d->samples) == 0)
-        return 0;
-    return get_d(&d->ns);
+    return dev_ns(pm__model_dev_of(m, stub));
 }
 
 double pm__model_ns_named(const pm__model_t *m, int kind, const char *name)
@@ -208,9 +211,7 @@ double pm__model_ns_named(const pm__model_t *m, int kind, const char *name)
     }
     clean_name(clean, sizeof clean, name);
     int i = find_dev(m, kind, clean);
-    if (i < 0 || get_u(&m->dev[i].samples) == 0)
-        return 0;
-    return get_d(&m->dev[i].ns);
+    return i < 0 ? 0 : dev_ns(&m->dev[i]);
 }
 
 void pm__model_bytes(const pm__model_t *m, int stub, double *in, double *out)

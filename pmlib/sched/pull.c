@@ -179,6 +179,11 @@ static bool others_left(const pm__task_t *t, int stub)
     return true;
 }
 
+static bool take_any(pm__task_t *t, int stub, uint64_t *chunk)
+{
+    return pm__ranges_take_own(t, stub, chunk) || pm__ranges_steal(t, stub, chunk);
+}
+
 static bool pull_take(pm__task_t *t, int stub, uint64_t *chunk)
 {
     struct pm__sched_state *st = t->sched;
@@ -186,15 +191,14 @@ static bool pull_take(pm__task_t *t, int stub, uint64_t *chunk)
     bool probing = atomic_load_explicit(&st->probe, memory_order_relaxed) == stub &&
                    atomic_compare_exchange_strong(&st->probe, &me, -1);
     bool pay = probing || pays(t, st->nstubs, stub, pm__ranges_left(t), st->left, st->in_place);
-    bool got = pay && (pm__ranges_take_own(t, stub, chunk) || pm__ranges_steal(t, stub, chunk));
+    bool got = pay && take_any(t, stub, chunk);
     atomic_store(&st->left[stub], !got);
     /* A stub that declines must not leave chunks nobody takes: stubs judge
      * each other by a model that moves while they look, so all could
      * decline at once and sleep. Each one that declines first says so, then
      * looks: of two declining together, at least one sees the other and
      * takes the chunk after all. */
-    if (!got && !pay && pm__ranges_left(t) > 0 && others_left(t, stub) &&
-        (pm__ranges_take_own(t, stub, chunk) || pm__ranges_steal(t, stub, chunk))) {
+    if (!got && !pay && pm__ranges_left(t) > 0 && others_left(t, stub) && take_any(t, stub, chunk)) {
         atomic_store(&st->left[stub], 0);
         got = true;
     }

@@ -1,8 +1,8 @@
 /*
  * PMLIB_PROGRESS=1: one updating line on host 0's terminal with the
  * subtasks done across all hosts, the total and the elapsed time of the
- * oldest running task, once it has run PMLIB_PROGRESS_AFTER seconds (0.5
- * by default). Off a terminal it prints a plain line every 2 s.
+ * oldest running task, once it has run PMLIB_PROGRESS_AFTER_MS
+ * milliseconds (500 by default). Off a terminal it prints a plain line every 2 s.
  */
 #include "core/internal.h"
 
