@@ -311,6 +311,62 @@ static int receive(void)
 
 /* ---- liveness ----------------------------------------------------------- */
 
+/* Whether the launcher keeps a job going when its processes exit nonzero
+ * (Open MPI's mpirun --enable-recovery): it then exits 0 whatever they
+ * return, even after MPI_Abort. */
+static bool launcher_tolerates_loss(void)
+{
+    const char *v = getenv("OMPI_MCA_orte_enable_recovery");
+    if (v == NULL)
+        v = getenv("PRTE_MCA_prte_enable_recovery");
+    return v != NULL && (strcmp(v, "1") == 0 || strcmp(v, "true") == 0);
+}
+
+/* Process `pid`'s command name and parent, from /proc; false if unknown. */
+static bool proc_stat(pid_t pid, char *comm, size_t size, pid_t *parent)
+{
+    char path[64], line[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return false;
+    size_t n = fread(line, 1, sizeof line - 1, f);
+    fclose(f);
+    line[n] = '\0';
+    /* pid (comm) state ppid ...; comm may hold spaces and parentheses. */
+    char *open = strchr(line, '('), *close = strrchr(line, ')');
+    int ppid = 0;
+    if (open == NULL || close == NULL || close < open || sscanf(close + 1, " %*c %d", &ppid) != 1)
+        return false;
+    snprintf(comm, size, "%.*s", (int)(close - open - 1), open + 1);
+    *parent = (pid_t)ppid;
+    return true;
+}
+
+/*
+ * A launcher that tolerates lost processes would report the job a success:
+ * stop the nearest launcher process above this one (mpirun on its node, or
+ * the daemon that started this process), which makes mpirun exit nonzero.
+ */
+static void fail_the_launcher(void)
+{
+    if (!launcher_tolerates_loss())
+        return;
+    static const char *const names[] = {"mpirun", "mpiexec", "orterun", "orted", "prterun", "prte", "prted"};
+    pid_t pid = getppid(), parent;
+    char comm[64];
+    for (int up = 0; up < 8 && pid > 1 && proc_stat(pid, comm, sizeof comm, &parent); up++, pid = parent) {
+        for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+            if (strcmp(comm, names[i]) == 0) {
+                pm__error("the launcher tolerates lost processes (--enable-recovery): stopping it "
+                          "(%s, pid %d) so that the job does not exit 0", comm, (int)pid);
+                kill(pid, SIGTERM);
+                return;
+            }
+        }
+    }
+}
+
 /* A host fell silent: MPI cannot go on without it. Host 0 tells every
  * other host to exit nonzero (a launcher that tolerates lost processes, such
  * as mpirun --enable-recovery, would not stop them), waits a moment for the
@@ -337,8 +393,11 @@ static void host_lost(int dead, double silent)
                 break;
             sched_yield();
         }
+        if (launcher_tolerates_loss()) /* the others log why before the launcher stops them */
+            nanosleep(&(struct timespec){.tv_nsec = 500000000}, NULL);
     }
     fflush(stdout);
+    fail_the_launcher();
     _exit(1);
 }
 

@@ -353,8 +353,15 @@ typedef struct pm__device_ops {
     const char *name;
     pm_device_kind_t kind;
     int (*init)(pm__stub_t *s);
+    /* Makes the device ready on the calling stub thread (the first time:
+     * context, streams, handles), before a task's chunks are timed, so
+     * that one-time set-up is not taken for the task's speed. NULL: none. */
+    void (*ready)(pm__stub_t *s);
     /* Runs the subtasks of one chunk of a task. */
     void (*run_chunk)(pm__stub_t *s, pm__task_t *t, uint64_t chunk);
+    /* Whether the device still runs subtasks (false once it broke). NULL:
+     * always. */
+    bool (*usable)(const pm__stub_t *s);
     void (*fini)(pm__stub_t *s);
 } pm__device_ops_t;
 

@@ -171,10 +171,8 @@ static bool cpu_eligible(pm__task_t *t)
 
 int pm__task_runnable_on(const pm__task_t *t, const pm__stub_t *s)
 {
-#if PMLIB_HAVE_CUDA
-    if (s->ops->kind == PM_DEVICE_GPU && !pm__cuda_stub_usable(s))
+    if (s->ops->usable != NULL && !s->ops->usable(s))
         return 0;
-#endif
     return t->counts[s->index].runnable;
 }
 

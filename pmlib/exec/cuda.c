@@ -1335,17 +1335,11 @@ static slot_t *next_slot(cuda_priv_t *p)
 
 static int gpu_setup(cuda_priv_t *p);
 
-static void run_init(run_t *r, pm__stub_t *s, pm__task_t *t)
+/* Stubs are described on the main thread; this one selects its GPU and,
+ * the first time, makes what it runs with. */
+static void cuda_ready(pm__stub_t *s)
 {
     cuda_priv_t *p = s->priv;
-    *r = (run_t){.s = s, .p = p, .t = t, .cnt = &t->counts[s->index]};
-    r->info = (pm_subtask_info_t){.count = t->desc.subtasks, .nmem = t->desc.nmem,
-                                  .conf = t->conf, .conf_bytes = t->desc.conf_bytes,
-                                  .host = pm__rt.host, .stub = s->index,
-                                  .device = PM_DEVICE_GPU, .device_index = p->gpu.ordinal,
-                                  .internal = t};
-    /* Stubs are described on the main thread; this one selects its GPU and,
-     * the first time, makes what it runs with. */
     last_cuda_error = cudaSuccess;
     if (!p->broken && PM__CUDA(PM__LOG_ERROR, cudaSetDevice(p->gpu.ordinal)) != 0)
         p->broken = true;
@@ -1355,6 +1349,18 @@ static void run_init(run_t *r, pm__stub_t *s, pm__task_t *t)
                   "later tasks run without it (PMLIB_NGPU or PMLIB_CUDA_DEVICES leave it out)",
                   p->gpu.ordinal, p->gpu.name, pm__rt.host);
     }
+}
+
+static void run_init(run_t *r, pm__stub_t *s, pm__task_t *t)
+{
+    cuda_priv_t *p = s->priv;
+    *r = (run_t){.s = s, .p = p, .t = t, .cnt = &t->counts[s->index]};
+    r->info = (pm_subtask_info_t){.count = t->desc.subtasks, .nmem = t->desc.nmem,
+                                  .conf = t->conf, .conf_bytes = t->desc.conf_bytes,
+                                  .host = pm__rt.host, .stub = s->index,
+                                  .device = PM_DEVICE_GPU, .device_index = p->gpu.ordinal,
+                                  .internal = t};
+    cuda_ready(s);
     for (int m = 0; m < t->desc.nmem; m++) {
         r->info.mem_bytes[m] = t->mems[m]->bytes;
         r->pinned[m] = !p->broken && host_pinned(t->mems[m]->data, &r->mapped[m]);
@@ -1542,19 +1548,23 @@ static int cuda_init(pm__stub_t *s)
     return rc;
 }
 
+/* False once a sticky CUDA error has made the stub's GPU unusable for the
+ * rest of the process: the stub takes no more work. */
+static bool cuda_usable(const pm__stub_t *s)
+{
+    const cuda_priv_t *p = s->priv;
+    return p != NULL && !p->broken;
+}
+
 const pm__device_ops_t pm__cuda_ops = {
     .name = "cuda",
     .kind = PM_DEVICE_GPU,
     .init = cuda_init,
+    .ready = cuda_ready,
     .run_chunk = cuda_run_chunk,
+    .usable = cuda_usable,
     .fini = cuda_fini,
 };
-
-bool pm__cuda_stub_usable(const pm__stub_t *s)
-{
-    const cuda_priv_t *p = s->priv;
-    return s->ops == &pm__cuda_ops && p != NULL && !p->broken;
-}
 
 /* ---- discovery ----------------------------------------------------------------- */
 

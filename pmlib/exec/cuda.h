@@ -61,10 +61,6 @@ typedef struct pm__chunk_feed {
  */
 void pm__cuda_run_chunks(pm__stub_t *s, pm__task_t *t, uint64_t chunk, pm__chunk_feed_t *feed);
 
-/* False once a sticky CUDA error has made the stub's GPU unusable for the
- * rest of the process: the stub should take no more work. */
-bool pm__cuda_stub_usable(const pm__stub_t *s);
-
 /* Page-locked host memory (DMA at full speed, no staging); NULL on failure. */
 void *pm__cuda_host_alloc(size_t bytes);
 void pm__cuda_host_free(void *p);

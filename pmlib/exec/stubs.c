@@ -152,6 +152,8 @@ static void feed_done(pm__chunk_feed_t *f, uint64_t chunk, double since)
 static void run_loop(pm__stub_t *s, pm__task_t *t, uint64_t k)
 {
     atomic_store(&t->counts[s->index].active, 1);
+    if (s->ops->ready != NULL)
+        s->ops->ready(s); /* untimed: one-time set-up is not the task's speed */
     pm__fetch_t *fetch = NULL;
     for (;;) {
         if (t->running != NULL) { /* other hosts may ask for a copy of it */

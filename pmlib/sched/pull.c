@@ -31,6 +31,12 @@ static bool writes_in_place(const pm__task_t *t)
     return false;
 }
 
+/* Whether stub s is a CPU core. */
+static bool on_cpu(int s)
+{
+    return pm__rt.stubs[s].ops->kind == PM_DEVICE_CPU;
+}
+
 /*
  * What a chunk on a CPU costs beyond its own time when a GPU may run the
  * task and the task writes memory in place: a GPU keeps what it wrote in
@@ -38,9 +44,9 @@ static bool writes_in_place(const pm__task_t *t)
  * time per subtask over the bytes it moves per subtask bounds its time per
  * byte, so the bytes it writes per subtask bound that cost. 0 if unknown.
  */
-static double copy_back_ns(const pm__task_t *t, int nstubs, int stub, bool in_place)
+static double copy_back_ns(const pm__task_t *t, int nstubs, bool in_place)
 {
-    if (!in_place || pm__rt.stubs[stub].ops->kind != PM_DEVICE_CPU)
+    if (!in_place)
         return 0;
     double worst = 0;
     for (int s = 0; s < nstubs; s++) {
@@ -57,9 +63,10 @@ static double copy_back_ns(const pm__task_t *t, int nstubs, int stub, bool in_pl
 /*
  * Whether a chunk on `stub` pays: not when the stubs clearly faster than
  * it would finish the `left` chunks before it finished this one, which
- * would only make the task end later. A faster stub counts unless its
- * last take found nothing (`gone`; NULL: none has): one that has not come
- * yet will, and one that left may be asleep.
+ * would only make the task end later. Every stub is weighed with its own
+ * copy-back cost, so the fastest never declines. A faster stub counts
+ * unless its last take found nothing (`gone`; NULL: none has): one that
+ * has not come yet will, and one that left may be asleep.
  */
 static bool pays(const pm__task_t *t, int nstubs, int stub, uint64_t left,
                  const atomic_uchar *gone, bool in_place)
@@ -67,11 +74,14 @@ static bool pays(const pm__task_t *t, int nstubs, int stub, uint64_t left,
     double mine = chunk_ns(t, stub);
     if (mine == 0)
         return true;
-    mine += copy_back_ns(t, nstubs, stub, in_place);
+    const double back = copy_back_ns(t, nstubs, in_place);
+    mine += on_cpu(stub) ? back : 0;
     double rate = 0; /* chunks per ns of the stubs clearly faster than this one */
     for (int s = 0; s < nstubs; s++) {
-        double ns = chunk_ns(t, s);
-        if (s != stub && ns > 0 && ns * PM__SLOW_FACTOR < mine &&
+        double ns = s == stub ? 0 : chunk_ns(t, s);
+        if (ns > 0 && on_cpu(s))
+            ns += back;
+        if (ns > 0 && ns * PM__SLOW_FACTOR < mine &&
             (gone == NULL || !atomic_load_explicit(&gone[s], memory_order_acquire)) &&
             pm__task_runnable_on(t, &pm__rt.stubs[s]))
             rate += 1.0 / ns;
@@ -119,6 +129,7 @@ static int plan(pm__task_t *t, int nstubs, double *w, bool in_place)
     if (alike || n == 0)
         return -1; /* stubs of one device: equal shares */
     int probe = -1;
+    const double back = copy_back_ns(t, nstubs, in_place);
     double few[64], *speed = nstubs <= 64 ? few : malloc((size_t)nstubs * sizeof *speed);
     if (speed == NULL)
         return -1;
@@ -134,10 +145,14 @@ static int plan(pm__task_t *t, int nstubs, double *w, bool in_place)
                 probe = s;
         }
         if (!held)
-            speed[s] = 1.0 / (pm__model_ns(t->cbs.model, s) +
-                              copy_back_ns(t, nstubs, s, in_place) / (double)t->grain);
+            speed[s] = 1.0 / (pm__model_ns(t->cbs.model, s) + (on_cpu(s) ? back : 0) / (double)t->grain);
     }
+    /* Never none: some stub must hold the chunks (the fastest never
+     * declines, but the weights are rounded doubles). */
+    bool any = false;
     for (int s = 0; s < nstubs; s++)
+        any |= speed[s] > 0;
+    for (int s = 0; any && s < nstubs; s++)
         w[s] = speed[s];
     if (speed != few)
         free(speed);

@@ -518,6 +518,35 @@ START_TEST(pull_never_leaves_chunks_nobody_takes)
 }
 END_TEST
 
+/* A task that writes in place, where a CPU chunk also costs the GPU its
+ * copy back: every stub pays that cost in the comparison, or all would
+ * decline (each CPU weighed with it against the others without it, the GPU
+ * against the CPUs) and nobody would hold the chunks. */
+START_TEST(pull_weighs_every_stub_with_its_copy_back)
+{
+    pm__model_t *m = pm__model_create("pull-copy-back", stubs, NSTUBS);
+    /* The GPU: 10 ms per subtask, as many bytes out as in; a CPU 0.2 ms. */
+    pm__model_note(m, 0, 1, 10000000, 4096, 4096);
+    pm__model_note(m, 1, 1, 200000, 0, 0);
+    pm__task_t *t = make_task(8, m);
+    t->policy->fini(t);
+    cpu_stubs[0].ops = &fake_gpu_ops;
+    t->desc.nmem = 1;
+    t->desc.mem[0].access = PM_READ_WRITE;
+    t->desc.mem[0].reduce = PM_REDUCE_NONE;
+    ck_assert_int_eq(t->policy->init(t, NSTUBS), 0);
+    uint64_t got[NSTUBS], total = 0;
+    drain(t, got);
+    for (int s = 0; s < NSTUBS; s++)
+        total += got[s];
+    ck_assert_uint_eq(total, 8);
+    ck_assert_uint_gt(got[0], 0); /* 5 ms of copy back make a CPU chunk the slower */
+    ts_free(t);
+    ck_assert_int_eq(setenv("PMLIB_MODEL_DIR", "off", 1), 0);
+    pm__model_destroy(m);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("model");
@@ -538,6 +567,7 @@ int main(void)
     tcase_add_test(tp, pull_keeps_equal_shares_when_the_model_knows_nothing);
     tcase_add_test(tp, pull_gives_a_far_slower_device_nothing);
     tcase_add_test(tp, pull_never_leaves_chunks_nobody_takes);
+    tcase_add_test(tp, pull_weighs_every_stub_with_its_copy_back);
     suite_add_tcase(s, tp);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
