@@ -218,7 +218,7 @@ typedef struct pm_subtask_info {
 } pm_subtask_info_t;
 
 /**
- * In checking mode (PMLIB_CHECK=1) every byte a CPU subtask did not
+ * In checking mode (PMLIB_CHECK=1) every byte a subtask (CPU or GPU) did not
  * subscribe reads as this value, and writing it is detected afterwards.
  */
 #define PM_CHECK_POISON 0xA5

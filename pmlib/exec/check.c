@@ -7,7 +7,8 @@
  * outside the subscriptions every byte must still be poison, and bytes
  * subscribed for reading only must be unchanged. Then the written bytes go
  * back and the subscribed bytes are poisoned again. The cost is a scan of
- * every task memory per subtask, and one view per memory per CPU stub.
+ * every task memory per subtask, and one view per memory per stub (GPU
+ * stubs copy each view whole to the device and back: exec/cuda.c).
  */
 #include "exec/check.h"
 
@@ -46,8 +47,8 @@ void pm__check_init(void)
     pm__check_mode = 1;
     for (int i = 0; i < pm__rt.nstubs; i++) {
         if (pm__rt.stubs[i].ops->kind != PM_DEVICE_CPU) {
-            pm__warn("PMLIB_CHECK=1: subtasks that run on this host's GPUs are not checked; "
-                     "set PMLIB_NGPU=0 to check every subtask");
+            pm__info("PMLIB_CHECK=1: GPU subtasks run one at a time, each over whole copies of "
+                     "the task's memories");
             break;
         }
     }
@@ -233,24 +234,25 @@ static void report(pm__task_t *t, const pm_subtask_info_t *info, int m, int code
                    uint64_t b)
 {
     unsigned long long id = (unsigned long long)info->id;
+    const char *kind = info->device == PM_DEVICE_GPU ? "gpu" : "cpu";
     if (code == PM_ESTRAY)
         pm__task_fail(t, code, info->id,
                       "subtask %llu wrote bytes %llu..%llu of memory %d outside its subscriptions "
-                      "(host %d, cpu stub %d); subscribe them for writing or keep the callback "
+                      "(host %d, %s stub %d); subscribe them for writing or keep the callback "
                       "inside its subscriptions", id, (unsigned long long)a, (unsigned long long)b,
-                      m, info->host, info->stub);
+                      m, info->host, kind, info->stub);
     else if (t->desc.mem[m].access & PM_WRITE)
         pm__task_fail(t, code, info->id,
                       "subtask %llu wrote bytes %llu..%llu of memory %d, which it subscribed for "
-                      "reading only (host %d, cpu stub %d); subscribe them with PM_READ_WRITE or "
+                      "reading only (host %d, %s stub %d); subscribe them with PM_READ_WRITE or "
                       "leave them unchanged", id, (unsigned long long)a, (unsigned long long)b,
-                      m, info->host, info->stub);
+                      m, info->host, kind, info->stub);
     else
         pm__task_fail(t, code, info->id,
                       "subtask %llu wrote bytes %llu..%llu of memory %d, which the task added as "
-                      "PM_READ (host %d, cpu stub %d); add it with PM_READ_WRITE and subscribe "
+                      "PM_READ (host %d, %s stub %d); add it with PM_READ_WRITE and subscribe "
                       "them for writing, or leave them unchanged", id, (unsigned long long)a,
-                      (unsigned long long)b, m, info->host, info->stub);
+                      (unsigned long long)b, m, info->host, kind, info->stub);
 }
 
 int pm__check_leave(pm__check_t *c, pm__task_t *t, pm__subs_view_t v,

@@ -27,4 +27,27 @@ int pm__check_enter(pm__check_t *c, const pm__task_t *t, pm__subs_view_t v,
 int pm__check_leave(pm__check_t *c, pm__task_t *t, pm__subs_view_t v,
                     pm_subtask_info_t *info);
 
+/*
+ * Running a chunk's subtasks one by one on this thread over host memory
+ * (the CPU stub's way): private outputs for reduced memories, the views of
+ * the checking mode when it is on, the chunk's accumulators pushed up the
+ * merge tree. `call` runs one subtask: the cpu callback, or (GPU stubs in
+ * checking mode) the cuda callback over device copies of the views; it
+ * returns the callback's nonzero value, or PM__CALL_FAILED when it has
+ * failed the subtask itself.
+ */
+#define PM__CALL_FAILED INT32_MIN
+
+typedef struct pm__host_run {
+    unsigned char *scratch[PM_MAX_TASK_MEMORIES]; /* private reduce outputs */
+    size_t cap[PM_MAX_TASK_MEMORIES];
+    pm__check_t *check; /* PMLIB_CHECK: made at the first subtask */
+} pm__host_run_t;
+
+typedef int (*pm__host_call_fn)(pm__stub_t *s, pm__task_t *t, pm_subtask_info_t *info);
+
+void pm__host_run_chunk(pm__host_run_t *hr, pm__stub_t *s, pm__task_t *t, uint64_t chunk,
+                        pm__host_call_fn call);
+void pm__host_run_free(pm__host_run_t *hr);
+
 #endif /* PMLIB_EXEC_CHECK_H */

@@ -1,5 +1,6 @@
 /*
- * The CPU stub: runs the subtasks of a chunk in id order on this thread.
+ * The CPU stub: runs the subtasks of a chunk in id order on this thread
+ * (and so do GPU stubs in the checking mode, over device copies).
  * Reduced memories get a private output per subtask: the first subtask of a
  * chunk writes straight into the chunk's accumulator, later ones into a
  * scratch buffer merged into it right away; the chunk's accumulators then
@@ -11,27 +12,29 @@
 
 #include "exec/check.h"
 
-typedef struct cpu_priv {
-    unsigned char *scratch[PM_MAX_TASK_MEMORIES];
-    size_t cap[PM_MAX_TASK_MEMORIES];
-    pm__check_t *check; /* PMLIB_CHECK: made at the first subtask */
-} cpu_priv_t;
-
 static int cpu_init(pm__stub_t *s)
 {
-    s->priv = calloc(1, sizeof(cpu_priv_t));
+    s->priv = calloc(1, sizeof(pm__host_run_t));
     return s->priv ? 0 : PM_ENOMEM;
+}
+
+void pm__host_run_free(pm__host_run_t *hr)
+{
+    for (int m = 0; m < PM_MAX_TASK_MEMORIES; m++) {
+        free(hr->scratch[m]);
+        hr->scratch[m] = NULL;
+        hr->cap[m] = 0;
+    }
+    pm__check_free(hr->check);
+    hr->check = NULL;
 }
 
 static void cpu_fini(pm__stub_t *s)
 {
-    cpu_priv_t *p = s->priv;
-    if (p == NULL)
+    if (s->priv == NULL)
         return;
-    for (int m = 0; m < PM_MAX_TASK_MEMORIES; m++)
-        free(p->scratch[m]);
-    pm__check_free(p->check);
-    free(p);
+    pm__host_run_free(s->priv);
+    free(s->priv);
     s->priv = NULL;
 }
 
@@ -41,10 +44,9 @@ typedef struct private_out {
 } private_out_t;
 
 /* Points info->mem[m] of each reduced memory at a fresh private output. */
-static int open_private(pm__stub_t *s, pm__task_t *t, pm__accset_t *acc, pm__subs_view_t v,
+static int open_private(pm__host_run_t *p, pm__task_t *t, pm__accset_t *acc, pm__subs_view_t v,
                         pm_subtask_info_t *info, private_out_t *out)
 {
-    cpu_priv_t *p = s->priv;
     for (int m = 0; m < t->desc.nmem; m++) {
         uint64_t lo = 0, hi = 0;
         out[m].used = false;
@@ -75,10 +77,9 @@ static int open_private(pm__stub_t *s, pm__task_t *t, pm__accset_t *acc, pm__sub
 }
 
 /* Merges each private output into the chunk's accumulator. */
-static int close_private(pm__stub_t *s, pm__task_t *t, pm__accset_t *acc, pm__subs_view_t v,
+static int close_private(pm__host_run_t *p, pm__task_t *t, pm__accset_t *acc, pm__subs_view_t v,
                          const private_out_t *out)
 {
-    cpu_priv_t *p = s->priv;
     for (int m = 0; m < t->desc.nmem; m++) {
         if (!out[m].used)
             continue;
@@ -98,11 +99,16 @@ static int close_private(pm__stub_t *s, pm__task_t *t, pm__accset_t *acc, pm__su
     return 0;
 }
 
+static const char *kind_name(const pm__stub_t *s)
+{
+    return s->ops->kind == PM_DEVICE_GPU ? "gpu" : "cpu";
+}
+
 static void fail_subtask(const pm__stub_t *s, pm__task_t *t, uint64_t id, int status,
                          const char *what)
 {
-    pm__task_fail(t, status, id, "subtask %llu: %s on host %d, cpu stub %d",
-                  (unsigned long long)id, what, pm__rt.host, s->index);
+    pm__task_fail(t, status, id, "subtask %llu: %s on host %d, %s stub %d",
+                  (unsigned long long)id, what, pm__rt.host, kind_name(s), s->index);
 }
 
 static const char *merge_failure(int rc)
@@ -110,34 +116,32 @@ static const char *merge_failure(int rc)
     return rc == PM_ECALLBACK ? "the reduce callback failed" : "out of memory merging its reduce output";
 }
 
-/* What run_checked returns when it has already failed the subtask. */
-#define PM__CHECKED INT32_MIN
-
 /* The callback on the checking mode's views (exec/check.c). */
-static int run_checked(pm__stub_t *s, pm__task_t *t, pm__subs_view_t v, pm_subtask_info_t *info)
+static int run_checked(pm__host_run_t *p, pm__stub_t *s, pm__task_t *t, pm__subs_view_t v,
+                       pm_subtask_info_t *info, pm__host_call_fn call)
 {
-    cpu_priv_t *p = s->priv;
     if (p->check == NULL && (p->check = pm__check_new()) == NULL) {
         fail_subtask(s, t, info->id, PM_ENOMEM, "out of memory for the checking mode's views");
-        return PM__CHECKED;
+        return PM__CALL_FAILED;
     }
     if (pm__check_enter(p->check, t, v, info) != 0) {
         fail_subtask(s, t, info->id, PM_ENOMEM, "out of memory for the checking mode's views");
-        return PM__CHECKED;
+        return PM__CALL_FAILED;
     }
-    int rc = t->cbs.cb.cpu(info);
+    int rc = call(s, t, info);
     int crc = pm__check_leave(p->check, t, v, info);
-    return rc != 0 ? rc : crc != 0 ? PM__CHECKED : 0;
+    return rc != 0 ? rc : crc != 0 ? PM__CALL_FAILED : 0;
 }
 
-static void cpu_run_chunk(pm__stub_t *s, pm__task_t *t, uint64_t chunk)
+void pm__host_run_chunk(pm__host_run_t *p, pm__stub_t *s, pm__task_t *t, uint64_t chunk,
+                        pm__host_call_fn call)
 {
     uint64_t first, last;
     pm__chunk_span(t, chunk, &first, &last);
     pm_subtask_info_t info = {.count = t->desc.subtasks, .nmem = t->desc.nmem,
                               .conf = t->conf, .conf_bytes = t->desc.conf_bytes,
                               .host = pm__rt.host, .stub = s->index,
-                              .device = PM_DEVICE_CPU, .device_index = s->device_index,
+                              .device = s->ops->kind, .device_index = s->device_index,
                               .internal = t};
     for (int m = 0; m < t->desc.nmem; m++) {
         info.mem[m] = t->mems[m]->data;
@@ -149,21 +153,21 @@ static void cpu_run_chunk(pm__stub_t *s, pm__task_t *t, uint64_t chunk)
         pm__subs_view_t v = pm__subs_of(t, chunk, id);
         info.id = id;
         if (t->nred) {
-            int rc = acc ? open_private(s, t, acc, v, &info, out) : PM_ENOMEM;
+            int rc = acc ? open_private(p, t, acc, v, &info, out) : PM_ENOMEM;
             if (rc != 0) {
                 fail_subtask(s, t, id, PM_ENOMEM, "out of memory for its private reduce output");
                 continue;
             }
         }
-        int rc = pm__check_mode ? run_checked(s, t, v, &info) : t->cbs.cb.cpu(&info);
+        int rc = pm__check_mode ? run_checked(p, s, t, v, &info, call) : call(s, t, &info);
         if (rc != 0) {
             char what[64];
-            snprintf(what, sizeof what, "the cpu callback returned %d", rc);
-            if (rc != PM__CHECKED)
+            snprintf(what, sizeof what, "the %s callback returned %d", kind_name(s), rc);
+            if (rc != PM__CALL_FAILED)
                 fail_subtask(s, t, id, PM_ECALLBACK, what);
             continue;
         }
-        if (t->nred && (rc = close_private(s, t, acc, v, out)) != 0)
+        if (t->nred && (rc = close_private(p, t, acc, v, out)) != 0)
             fail_subtask(s, t, id, rc, merge_failure(rc));
     }
     t->counts[s->index].subtasks += last - first;
@@ -172,6 +176,17 @@ static void cpu_run_chunk(pm__stub_t *s, pm__task_t *t, uint64_t chunk)
         if (rc != 0)
             fail_subtask(s, t, first, rc, merge_failure(rc));
     }
+}
+
+static int cpu_call(pm__stub_t *s, pm__task_t *t, pm_subtask_info_t *info)
+{
+    (void)s;
+    return t->cbs.cb.cpu(info);
+}
+
+static void cpu_run_chunk(pm__stub_t *s, pm__task_t *t, uint64_t chunk)
+{
+    pm__host_run_chunk(s->priv, s, t, chunk, cpu_call);
 }
 
 const pm__device_ops_t pm__cpu_ops = {

@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "exec/check.h"
 #include "exec/subs.h"
 #include "reduce/ops.h"
 
@@ -182,6 +183,8 @@ typedef struct cuda_priv {
     uint64_t narrow_row;  /* strided rows narrower than this move through a kernel */
     unsigned char *scratch; /* host copy of a custom-reduced output */
     size_t scratch_cap;
+    pm__host_run_t host;  /* PMLIB_CHECK: subtasks run one by one over host views */
+    dev_buf_t view[PM_MAX_TASK_MEMORIES]; /* ... each copied whole to the device */
 } cuda_priv_t;
 
 /* What one pm__cuda_run_chunks call works with. */
@@ -1367,11 +1370,78 @@ static void run_init(run_t *r, pm__stub_t *s, pm__task_t *t)
     }
 }
 
+/*
+ * PMLIB_CHECK=1: one subtask over device copies of the checking mode's
+ * views (exec/check.c). Each whole view goes to the device, the cuda
+ * callback runs on the copies, and they come back to be checked like a
+ * CPU subtask's: stray writes anywhere in a memory are found, and stray
+ * reads see the poison. Slow (whole memories cross PCIe per subtask), and
+ * meant for finding such bugs.
+ */
+static int checked_call(pm__stub_t *s, pm__task_t *t, pm_subtask_info_t *info)
+{
+    cuda_priv_t *p = s->priv;
+    run_t r = {.s = s, .p = p, .t = t, .cnt = &t->counts[s->index], .info = *info};
+    if (p->broken) {
+        fail(&r, info->id, PM_ECUDA, "the gpu is unusable after an earlier error");
+        return PM__CALL_FAILED;
+    }
+    cudaStream_t st = p->slot[0].stream;
+    pm_subtask_info_t d = *info;
+    last_cuda_error = cudaSuccess;
+    for (int m = 0; m < info->nmem; m++) {
+        size_t n = info->mem_bytes[m];
+        if (p->view[m].ptr != NULL && p->view[m].bytes < n)
+            dev_free(p, &p->view[m]);
+        if (p->view[m].ptr == NULL && dev_alloc(p, n, &p->view[m]) != 0) {
+            fail(&r, info->id, PM_ENOMEM, "out of device memory for the checking mode's views");
+            return PM__CALL_FAILED;
+        }
+        d.mem[m] = info->mem[m] == NULL ? NULL : p->view[m].ptr;
+        if (d.mem[m] != NULL && n > 0 &&
+            PM__CUDA(QUIET, cudaMemcpyAsync(d.mem[m], info->mem[m], n, cudaMemcpyHostToDevice, st)) != 0) {
+            fail(&r, info->id, PM_ECUDA, "copying its checking view to the gpu failed");
+            return PM__CALL_FAILED;
+        }
+    }
+    PM__CUDA(QUIET, cudaGetLastError()); /* forget errors already returned */
+    last_cuda_error = cudaSuccess;
+    int ret = t->cbs.cb.cuda(&d, (void *)st);
+    int lrc = PM__CUDA(QUIET, cudaGetLastError());
+    if (PM__CUDA(QUIET, cudaStreamSynchronize(st)) != 0) {
+        fail(&r, info->id, PM_ECUDA, "its kernels failed");
+        check_device(&r);
+        return PM__CALL_FAILED;
+    }
+    for (int m = 0; m < info->nmem; m++) {
+        if (d.mem[m] != NULL && info->mem_bytes[m] > 0 &&
+            PM__CUDA(QUIET, cudaMemcpy(info->mem[m], d.mem[m], info->mem_bytes[m],
+                                       cudaMemcpyDeviceToHost)) != 0) {
+            fail(&r, info->id, PM_ECUDA, "copying its checking view from the gpu failed");
+            return PM__CALL_FAILED;
+        }
+    }
+    if (ret == 0 && lrc != 0) {
+        fail(&r, info->id, PM_ECALLBACK, "a launch in the cuda callback failed");
+        return PM__CALL_FAILED;
+    }
+    return ret;
+}
+
 void pm__cuda_run_chunks(pm__stub_t *s, pm__task_t *t, uint64_t chunk, pm__chunk_feed_t *feed)
 {
     run_t r;
     run_init(&r, s, t);
     r.feed = feed;
+    if (pm__check_mode) {
+        for (bool more = true; more; more = feed != NULL && feed->next(feed, &chunk)) {
+            double since = pm__now();
+            pm__host_run_chunk(&r.p->host, s, t, chunk, checked_call);
+            if (feed != NULL)
+                feed->done(feed, chunk, since);
+        }
+        return;
+    }
     /* The next chunk is taken once this one's subtasks are issued: with at
      * most SLOTS in flight, the stub holds only a few chunks ahead. */
     for (bool more = true; more; more = feed != NULL && feed->next(feed, &chunk)) {
@@ -1452,6 +1522,7 @@ static void cuda_fini(pm__stub_t *s)
     cuda_priv_t *p = s->priv;
     if (p == NULL)
         return;
+    pm__host_run_free(&p->host);
     if (!p->ready) { /* never ran a chunk: nothing made, no CUDA call now either */
         free(p);
         s->priv = NULL;
@@ -1481,6 +1552,8 @@ static void cuda_fini(pm__stub_t *s)
     }
     while (p->npool > 0)
         dev_free(p, &p->pool[--p->npool]);
+    for (int m = 0; m < PM_MAX_TASK_MEMORIES; m++)
+        dev_free(p, &p->view[m]);
     for (int i = 0; i < SLOTS; i++)
         slot_fini(&p->slot[i], level);
     free(p->scratch);

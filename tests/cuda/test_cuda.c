@@ -51,6 +51,7 @@ typedef struct slice_conf {
     int64_t fail_id; /* returns 7 there */
     int64_t bad_id;  /* launches badly there */
     int64_t fault_id; /* a kernel faults there */
+    int64_t stray_id; /* writes one element past its slice there */
 } slice_conf_t;
 
 static double f_of(uint64_t i)
@@ -82,7 +83,7 @@ static int slice_cuda(const pm_subtask_info_t *info, void *stream)
         return tk_bad_launch(info->mem[0], stream);
     if ((int64_t)info->id == c->fault_id)
         return tk_fault(stream);
-    tk_fill_f(info->mem[0], lo, hi, stream);
+    tk_fill_f(info->mem[0], lo, (int64_t)info->id == c->stray_id ? hi + 1 : hi, stream);
     return (int64_t)info->id == c->fail_id ? 7 : 0;
 }
 
@@ -104,7 +105,7 @@ static pm_memory_t slice_task(pm_task_desc_t *d, slice_conf_t *c, const char *na
 {
     pm_memory_t m = tu_memory(n * sizeof(double));
     memset(pm_memory_data(m), 0xA5, n * sizeof(double));
-    *c = (slice_conf_t){.n = n, .fail_id = -1, .bad_id = -1, .fault_id = -1};
+    *c = (slice_conf_t){.n = n, .fail_id = -1, .bad_id = -1, .fault_id = -1, .stray_id = -1};
     tu_desc(d, name, subtasks);
     tu_add(d, m, PM_WRITE);
     d->conf = c;
@@ -711,6 +712,111 @@ START_TEST(test_env_picks_gpus)
 }
 END_TEST
 
+/* ---- the checking mode on the GPU ---------------------------------------------------- */
+
+/* Each subtask reads and writes only its slice lo..hi-1; subtask 3 also
+ * writes its slice of the input, which the task added as PM_READ. */
+static int peek_subscribe(pm_subscription_t *sub, const pm_subtask_info_t *info)
+{
+    const uint64_t *n = info->conf;
+    uint64_t lo, hi;
+    slice_of(info, *n, &lo, &hi);
+    int rc = pm_subscribe(sub, 0, PM_READ, lo * sizeof(double), (hi - lo) * sizeof(double));
+    if (rc == 0)
+        rc = pm_subscribe(sub, 1, PM_WRITE, lo * sizeof(double), (hi - lo) * sizeof(double));
+    return rc;
+}
+
+static int peek_cuda(const pm_subtask_info_t *info, void *stream)
+{
+    const uint64_t *n = info->conf;
+    uint64_t lo, hi;
+    slice_of(info, *n, &lo, &hi);
+    if (info->id == 3 && info->count == 8)
+        tk_fill_f(info->mem[0], lo, hi, stream);
+    return tk_combine(info->mem[1], info->mem[0], *n, lo, hi, stream);
+}
+
+static pm_task_t submit_peek(pm_memory_t in, pm_memory_t out, uint64_t *n, uint64_t subtasks)
+{
+    pm_task_desc_t d;
+    pm_task_t t = PM_TASK_NULL;
+    tu_desc(&d, "gpu-peek", subtasks);
+    tu_add(&d, in, PM_READ);
+    tu_add(&d, out, PM_WRITE);
+    d.conf = n;
+    d.conf_bytes = sizeof *n;
+    d.devices = PM_DEVICE_GPU;
+    ck_assert_int_eq(pm_task_submit(&d, &t), PM_OK);
+    return t;
+}
+
+/*
+ * PMLIB_CHECK=1 on GPU subtasks: right code gives the serial loop's bytes;
+ * a write past a subscription fails the task with PM_ESTRAY naming the
+ * subtask and keeps the stray bytes out of the memory; a read outside the
+ * subscriptions sees the poison; a write into a PM_READ memory fails the
+ * task with PM_EACCESS and leaves the memory as it was.
+ */
+START_TEST(test_checking_mode_on_the_gpu)
+{
+    ck_assert_int_eq(pm_finalize(), PM_OK);
+    ck_assert_int_eq(setenv("PMLIB_CHECK", "1", 1), 0);
+    ck_assert_int_eq(pm_init(NULL, NULL), PM_OK);
+    const uint64_t subtasks = 16;
+    uint64_t n = 4096;
+    pm_task_desc_t d;
+    slice_conf_t c;
+    pm_task_stats_t st;
+    reg("gpu-slices", slice_subscribe, NULL, slice_cuda, NULL);
+    pm_memory_t m = slice_task(&d, &c, "gpu-slices", n, subtasks);
+    d.devices = PM_DEVICE_GPU;
+    ck_assert_int_eq(run_stats(&d, &st), PM_OK);
+    check_slices(m, n);
+    ck_assert_uint_eq(st.subtasks_gpu, subtasks);
+
+    memset(pm_memory_data(m), 0xA5, n * sizeof(double));
+    c.stray_id = 5;
+    ck_assert_int_eq(run_stats(&d, &st), PM_ESTRAY);
+    ck_assert_uint_eq(st.failed_subtask, 5);
+    check_slices(m, n); /* the element past slice 5 is subtask 6's, not the stray write's */
+    ck_assert_int_eq(pm_memory_release(m), PM_OK);
+
+    /* Reads outside the subscriptions see the poison, on the GPU too. */
+    reg("gpu-peek", peek_subscribe, NULL, peek_cuda, NULL);
+    pm_memory_t in = tu_memory(n * sizeof(double)), out = tu_memory(n * sizeof(double));
+    fill_input(in, n, 0);
+    pm_task_t t = submit_peek(in, out, &n, subtasks);
+    ck_assert_int_eq(pm_task_wait(t), PM_OK);
+    ck_assert_int_eq(pm_task_release(t), PM_OK);
+    double poison;
+    memset(&poison, PM_CHECK_POISON, sizeof poison);
+    const double *a = pm_memory_data(in), *b = pm_memory_data(out);
+    uint64_t poisoned = 0;
+    for (uint64_t k = 0; k < subtasks; k++) {
+        uint64_t lo = n * k / subtasks, hi = n * (k + 1) / subtasks;
+        for (uint64_t i = lo; i < hi; i++) {
+            uint64_t j = (i * 7) % n;
+            double other = j >= lo && j < hi ? a[j] : poison;
+            ck_assert_msg(b[i] == 2.0 * a[i] + other, "out[%llu] = %g", (unsigned long long)i, b[i]);
+            poisoned += !(j >= lo && j < hi);
+        }
+    }
+    ck_assert_uint_gt(poisoned, 0);
+
+    /* Subtask 3 of 8 writes the PM_READ input. */
+    fill_input(in, n, 0);
+    t = submit_peek(in, out, &n, 8);
+    ck_assert_int_eq(pm_task_wait(t), PM_EACCESS);
+    ck_assert_int_eq(pm_task_stats(t, &st), PM_OK);
+    ck_assert_uint_eq(st.failed_subtask, 3);
+    ck_assert_int_eq(pm_task_release(t), PM_OK);
+    for (uint64_t i = 0; i < n; i++)
+        ck_assert_msg(a[i] == (double)(i % 1000) * 0.25, "in[%llu] changed", (unsigned long long)i);
+    ck_assert_int_eq(unsetenv("PMLIB_CHECK"), 0);
+}
+END_TEST
+
 /* ---- the suite ------------------------------------------------------------------------ */
 
 static void setup(void)
@@ -767,6 +873,7 @@ int main(void)
     tcase_add_test(tc, test_kernel_fault_fails_task);
     tcase_add_test(tc, test_cpu_and_gpu_share_a_task);
     tcase_add_test(tc, test_cuda_only_callbacks_run);
+    tcase_add_test(tc, test_checking_mode_on_the_gpu);
     suite_add_tcase(s, tc);
     TCase *env = tcase_create("environment");
     tcase_set_timeout(env, 120);

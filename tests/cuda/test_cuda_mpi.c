@@ -4,8 +4,9 @@
  * the serial result, that the read-only input stays cached on the GPUs of
  * every host (second task copies less, hits counted), that a sum reduce on
  * GPUs equals the CPU one bit for bit, and that a task co-scheduled on CPUs
- * and GPUs is right. Host 0 exits 0 only if all pass; exits 77 when no host
- * 0 GPU exists.
+ * and GPUs is right. With PMLIB_CHECK=1 the same tasks run checked, and
+ * stray writes on the GPUs of both hosts fail a task with PM_ESTRAY. Host
+ * 0 exits 0 only if all pass; exits 77 when no host 0 GPU exists.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +47,14 @@ static int fill_cuda(const pm_subtask_info_t *info, void *stream)
     uint64_t lo, hi, n = *(const uint64_t *)info->conf;
     slice_of(info, n, &lo, &hi);
     return tk_fill_f(info->mem[0], lo, hi, stream);
+}
+
+/* Like fill_cuda, but each subtask but the last writes one element more. */
+static int stray_cuda(const pm_subtask_info_t *info, void *stream)
+{
+    uint64_t lo, hi, n = *(const uint64_t *)info->conf;
+    slice_of(info, n, &lo, &hi);
+    return tk_fill_f(info->mem[0], lo, hi < n ? hi + 1 : hi, stream);
 }
 
 static int fill_cpu(const pm_subtask_info_t *info)
@@ -213,15 +222,54 @@ static void test_reduce(void)
     pm_memory_release(c);
 }
 
+/* PMLIB_CHECK=1: stray writes on the GPUs of every host fail the task,
+ * and the stray bytes reach no memory. */
+static void test_stray(void)
+{
+    uint64_t n = 1 << 16;
+    pm_memory_t m;
+    pm_memory_create(n * 8, &m);
+    pm_task_desc_t d;
+    pm_task_t t;
+    pm_task_stats_t st;
+    pm_task_desc_init(&d);
+    d.callbacks = "stray";
+    d.subtasks = 64;
+    d.devices = PM_DEVICE_GPU;
+    d.conf = &n;
+    d.conf_bytes = sizeof n;
+    pm_task_desc_add(&d, m, PM_WRITE);
+    CHECK(pm_task_submit(&d, &t) == 0, "stray: submit failed");
+    int rc = pm_task_wait(t);
+    pm_task_stats(t, &st);
+    pm_task_release(t);
+    CHECK(rc == PM_ESTRAY, "stray: the task returned %s, not PM_ESTRAY", pm_errname(rc));
+    CHECK(st.subtasks_remote > 0, "stray: no subtask ran on another host");
+    const double *out = pm_memory_data(m);
+    uint64_t bad = 0;
+    for (uint64_t i = 0; i < n; i++)
+        bad += out[i] != (double)i * 0.5 + 3.0;
+    CHECK(bad == 0, "stray: %llu wrong elements", (unsigned long long)bad);
+    printf("stray writes: %s, first failing subtask %llu on host %d, %llu subtasks elsewhere\n",
+           pm_errname(rc), (unsigned long long)st.failed_subtask, st.failed_host,
+           (unsigned long long)st.subtasks_remote);
+    pm_memory_release(m);
+}
+
 int main(int argc, char **argv)
 {
+    const char *check = getenv("PMLIB_CHECK");
+    const int checking = check != NULL && strcmp(check, "1") == 0;
     if (pm_init(&argc, &argv) != 0)
         return 1;
     reg("fill", fill_subscribe, fill_cpu, fill_cuda);
     reg("combine", combine_subscribe, NULL, combine_cuda);
     reg("sum", sum_subscribe, sum_cpu, sum_cuda);
-    if (pm_host_id() != 0)
-        return pm_finalize() ? 1 : 0;
+    reg("stray", fill_subscribe, NULL, stray_cuda);
+    if (pm_host_id() != 0) { /* the stray task's failure is reported on every host */
+        int rc = pm_finalize();
+        return rc == 0 || (checking && rc == PM_ESTRAY) ? 0 : 1;
+    }
     int ngpu = 0;
     pm_device_count(PM_DEVICE_GPU, &ngpu);
     if (ngpu == 0) {
@@ -231,7 +279,10 @@ int main(int argc, char **argv)
     }
     test_fill(PM_DEVICE_GPU);
     test_fill(PM_DEVICE_ANY);
-    test_cache();
+    if (checking) /* the checking mode keeps no GPU cache */
+        test_stray();
+    else
+        test_cache();
     test_reduce();
     printf("%s on %d hosts\n", failures ? "FAILED" : "all passed", pm_host_count());
     pm_finalize();
