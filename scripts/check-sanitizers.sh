@@ -6,6 +6,8 @@
 set -e
 top=$(cd "$(dirname "$0")/.." && pwd)
 jobs=$(nproc 2>/dev/null || echo 2)
+user_ck_scale=${CK_TIMEOUT_MULTIPLIER:-}
+user_test_limit=${PM_TEST_TIMEOUT:-}
 run() {
   dir=$1 san=$2
   echo "== $san: $top/$dir"
@@ -28,6 +30,13 @@ run() {
   # Tests that move gigabytes between ranks keep those sizes for plain builds.
   PMLIB_TEST_SANITIZER=$san
   export PMLIB_TEST_SANITIZER
+  # Sanitized code runs several times slower: Check's per-test limits and
+  # the whole-test limit of tests/run-test.sh grow with it (a user's own
+  # settings win), so that a busy machine does not fail a healthy test.
+  if [ "$san" = thread ]; then scale=10; else scale=4; fi
+  CK_TIMEOUT_MULTIPLIER=${user_ck_scale:-$scale}
+  PM_TEST_TIMEOUT=${user_test_limit:-$((600 * scale))}
+  export CK_TIMEOUT_MULTIPLIER PM_TEST_TIMEOUT
   # Leaks are checked too; TSan gets a fixed address layout where it needs one.
   if [ "$san" = thread ] && command -v setarch >/dev/null; then
     setarch "$(uname -m)" -R make -j"$jobs" check MPIEXEC="$PWD/shim/mpiexec"

@@ -108,6 +108,11 @@ int pm__comm_init(int *argc, char ***argv, int *host, int *nhosts, int *local_ra
     *local_size = 1;
     if (!launched_by_mpi())
         return 0;
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (finalized)
+        return PM__FAIL(PM_EINIT, "pm_init called after pm_finalize (or MPI_Finalize) in a process "
+                        "started by mpirun: MPI cannot start again; call pm_init once per process");
     MPI_Initialized(&inited);
     if (!inited) {
         if (MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS)
@@ -343,10 +348,24 @@ static bool proc_stat(pid_t pid, char *comm, size_t size, pid_t *parent)
     return true;
 }
 
+/* In a child of the exiting process: once the parent is gone (and a
+ * moment later, so that whatever waits for it sees its status), stop the
+ * launcher. Only async-signal-safe calls. */
+static void stop_after_parent(pid_t parent, pid_t launcher)
+{
+    for (int i = 0; i < 500 && getppid() == parent; i++)
+        nanosleep(&(struct timespec){.tv_nsec = 10000000}, NULL);
+    nanosleep(&(struct timespec){.tv_nsec = 200000000}, NULL);
+    kill(launcher, SIGTERM);
+    _exit(0);
+}
+
 /*
  * A launcher that tolerates lost processes would report the job a success:
  * stop the nearest launcher process above this one (mpirun on its node, or
  * the daemon that started this process), which makes mpirun exit nonzero.
+ * A child does it once this process has exited, so the launcher records
+ * its status first.
  */
 static void fail_the_launcher(void)
 {
@@ -360,7 +379,10 @@ static void fail_the_launcher(void)
             if (strcmp(comm, names[i]) == 0) {
                 pm__error("the launcher tolerates lost processes (--enable-recovery): stopping it "
                           "(%s, pid %d) so that the job does not exit 0", comm, (int)pid);
-                kill(pid, SIGTERM);
+                pid_t me = getpid();
+                fflush(stderr);
+                if (fork() == 0)
+                    stop_after_parent(me, pid);
                 return;
             }
         }

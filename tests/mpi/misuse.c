@@ -15,6 +15,9 @@
  * Host 0 checks each task's code, failed subtask and host, and the line
  * pmlib logged for it, then prints MISUSE-OK.
  *
+ * `misuse reinit`: pm_init after pm_finalize returns PM_EINIT (under
+ * mpiexec MPI cannot start again) and the process exits cleanly.
+ *
  * `misuse tasks N`: runs N small tasks and prints how much this process's
  * resident memory grew over them ("rss-growth-kb K"), so that the runs
  * with and without PMLIB_TRACE can be compared.
@@ -236,6 +239,15 @@ int main(int argc, char **argv)
     if (pm_callbacks_register(NAME, &cb) != 0) {
         pm_finalize();
         return 1;
+    }
+    if (strcmp(mode, "reinit") == 0) {
+        /* Every host: pm_init again after pm_finalize is refused, not an
+         * MPI abort, and leaves the process able to exit cleanly. */
+        if (pm_finalize() != 0)
+            return 1;
+        int rc = pm_init(&argc, &argv);
+        printf("host reinit: %s\n", pm_errname(rc));
+        return rc == PM_EINIT && pm_finalize() == PM_ENOTINIT ? 0 : 1;
     }
     if (pm_host_id() != 0)
         return pm_finalize() != 0 ? 1 : 0;

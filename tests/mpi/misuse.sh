@@ -4,6 +4,8 @@
 #   a stray write, a write into a PM_READ memory and a write past the
 #   subscription of a reduced memory fail the task naming subtask, memory
 #   and bytes (tests/mpi/misuse.c checks codes and messages);
+# - pm_init after pm_finalize under mpiexec: PM_EINIT and a message on
+#   both hosts, not an MPI abort;
 # - PMLIB_HOST_TIMEOUT below two heartbeats or not finite is refused with a
 #   one-line warning;
 # - PMLIB_TRACE streams to its file: over 20000 tasks the process grows by
@@ -29,6 +31,16 @@ cat "$dir/out"
 grep -q MISUSE-OK "$dir/out" || fail "checking mode on 2 hosts"
 grep -q "pmlib\[1\]: error: task 2 failed: subtask 7 wrote bytes 48..55 of memory 1 outside its subscriptions (host 1," "$dir/out" ||
   fail "host 1 did not report the stray write"
+
+echo "---- pm_init after pm_finalize, 2 hosts"
+mpi_run 120 2 "$prog" reinit >"$dir/out" 2>&1
+st=$?
+cat "$dir/out"
+[ "$st" -eq 0 ] || fail "pm_init after pm_finalize under mpiexec: status $st"
+[ "$(grep -c '^host reinit: PM_EINIT$' "$dir/out")" -eq 2 ] || fail "not refused on both hosts"
+grep -q "pm_init called after pm_finalize (or MPI_Finalize) in a process started by mpirun" "$dir/out" ||
+  fail "no message says why"
+echo "ok: refused with PM_EINIT on both hosts"
 
 echo "---- PMLIB_HOST_TIMEOUT refusals"
 for v in 1 1.5 inf nan -5 abc 1e400; do
