@@ -295,6 +295,10 @@ pm__task_t *pm__task_find_locked(uint64_t seq);
 /* Ready lists (runtime lock): a task with chunks stubs may take is on the
  * list of each device kind that may run it; stubs look only there. */
 void pm__task_ready_locked(pm__task_t *t);
+/* A stub's chunk of t took chunk_ns: if that is long enough to be worth
+ * waking stubs for and chunks are left, wakes parked stubs of its kind
+ * (ready lists wake fewer stubs for tasks the model deems short). */
+void pm__task_wake_more(pm__task_t *t, pm_device_kind_t kind, uint64_t chunk_ns);
 void pm__task_unready_locked(pm__task_t *t);
 /* Other hosts: a task host 0 sent is added to the unfinished tasks and made
  * ready; once drained it is taken off them (it stays known by sequence
@@ -481,7 +485,8 @@ typedef struct pm__runtime {
     int nactive_local;        /* host 0: unfinished submitted tasks */
     int all_waiters;          /* threads waiting for every task to end */
     pm__tlist_t ready[2];     /* tasks with chunks to hand out, per kind */
-    int parked[2];            /* stubs asleep on work_cv, per kind */
+    atomic_int parked[2];     /* stubs asleep on work_cv, per kind (changed under the lock) */
+    atomic_uint_fast64_t woken; /* stubs woken for work so far (at most) */
     int spinning;             /* idle stubs polling for work */
     int spinning_kind[2];     /* the same per kind */
     atomic_uint_fast64_t work_gen; /* moves whenever work is added */

@@ -584,13 +584,56 @@ static void wake_stubs_locked(int k, uint64_t chunks)
     /* Polling stubs of the kind see the work without a wake-up. */
     uint64_t polling = (uint64_t)pm__rt.spinning_kind[k];
     chunks = chunks > polling ? chunks - polling : 0;
-    if (pm__rt.parked[k] == 0 || chunks == 0)
+    uint64_t parked = (uint64_t)atomic_load(&pm__rt.parked[k]);
+    if (parked == 0 || chunks == 0)
         return;
-    if (chunks >= (uint64_t)pm__rt.parked[k])
+    if (chunks >= parked) {
         pthread_cond_broadcast(&pm__rt.work_cv[k]);
-    else
+        chunks = parked;
+    } else {
         for (uint64_t i = 0; i < chunks; i++)
             pthread_cond_signal(&pm__rt.work_cv[k]);
+    }
+    atomic_fetch_add_explicit(&pm__rt.woken, chunks, memory_order_relaxed);
+}
+
+/* A CPU stub is worth waking for a task when it gets at least this much
+ * work: below it, the wake-up and the trips through the runtime lock cost
+ * more than the stub adds. */
+#define PM__WAKE_WORTH_NS 20000.0
+
+/*
+ * CPU stubs to wake for a running task: one per chunk, but when the model
+ * knows the callbacks' time per subtask on a CPU, no more than the task's
+ * work fills at PM__WAKE_WORTH_NS each (at least one). A task of a few
+ * microseconds then runs on the stubs already awake instead of sending
+ * every stub through the runtime lock. Should the model be wrong, a stub
+ * whose chunk ran long wakes the rest (pm__task_wake_more).
+ */
+static uint64_t cpu_stubs_worth(const pm__task_t *t)
+{
+    if (t->nchunks <= 1)
+        return t->nchunks;
+    double ns = pm__model_ns_named(t->cbs.model, PM_DEVICE_CPU, NULL);
+    if (ns <= 0)
+        return t->nchunks;
+    double stubs = ns * (double)t->desc.subtasks / PM__WAKE_WORTH_NS;
+    if (stubs < 1)
+        return 1;
+    return stubs < (double)t->nchunks ? (uint64_t)stubs : t->nchunks;
+}
+
+void pm__task_wake_more(pm__task_t *t, pm_device_kind_t kind, uint64_t chunk_ns)
+{
+    const int k = kind == PM_DEVICE_GPU;
+    if (chunk_ns < PM__WAKE_WORTH_NS || atomic_load_explicit(&pm__rt.parked[k], memory_order_relaxed) == 0)
+        return;
+    uint64_t left = t->policy->left(t);
+    if (left == 0)
+        return;
+    pthread_mutex_lock(&pm__rt.lock);
+    wake_stubs_locked(k, left);
+    pthread_mutex_unlock(&pm__rt.lock);
 }
 
 void pm__task_ready_locked(pm__task_t *t)
@@ -606,9 +649,16 @@ void pm__task_ready_locked(pm__task_t *t)
      * may take any chunk; a static share belongs to one stub and some
      * stubs of the kind may be excluded: then all of the kind. Any stub
      * subscribes any task's chunks. */
-    for (int k = 0; k < 2; k++)
-        if (kinds & (1u << k))
-            wake_stubs_locked(k, (prepare || ((t->every_kind >> k) & 1u)) ? t->nchunks : UINT64_MAX);
+    for (int k = 0; k < 2; k++) {
+        if (!(kinds & (1u << k)))
+            continue;
+        uint64_t n = UINT64_MAX;
+        if (prepare)
+            n = t->nchunks;
+        else if ((t->every_kind >> k) & 1u)
+            n = k == 0 ? cpu_stubs_worth(t) : t->nchunks;
+        wake_stubs_locked(k, n);
+    }
 }
 
 void pm__task_unready_locked(pm__task_t *t)

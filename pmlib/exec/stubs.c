@@ -188,6 +188,7 @@ static void run_loop(pm__stub_t *s, pm__task_t *t, uint64_t k)
         }
         double t1 = pm__now();
         note_time(s, t, k, t1 - t0);
+        pm__task_wake_more(t, s->ops->kind, (uint64_t)((t1 - t0) * 1e9));
         pm__trace_span(s->index, PM__TRACE_CHUNK, t->seq, k, t0, t1);
         if (t->running != NULL) {
             atomic_store(&t->running[s->index], UINT64_MAX);

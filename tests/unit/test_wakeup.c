@@ -6,8 +6,13 @@
  * asleep. Waking only "as many stubs as the task has chunks" once woke a
  * stub that owned no chunk of the task; it went back to sleep and the task
  * never ran.
+ *
+ * Tasks the model knows to be short wake fewer stubs, and a chunk that runs
+ * long wakes the rest.
  */
 #include "testutil.h"
+
+#include "core/internal.h"
 
 static atomic_int ran;
 
@@ -34,6 +39,60 @@ START_TEST(test_static_one_chunk_all_asleep)
 }
 END_TEST
 
+/* Which stubs ran subtasks of the current task (a bit each), and how long
+ * each subtask sleeps (0: none). */
+static atomic_uint stubs_used;
+static atomic_int nap_us;
+
+static int mark_cpu(const pm_subtask_info_t *info)
+{
+    atomic_fetch_or(&stubs_used, 1u << (info->stub & 31));
+    int us = atomic_load(&nap_us);
+    if (us > 0)
+        tu_sleep_us(us);
+    return 0;
+}
+
+static int run_marked(const pm_task_desc_t *desc)
+{
+    atomic_store(&stubs_used, 0);
+    ck_assert_int_eq(tu_run(desc), PM_OK);
+    return __builtin_popcount(atomic_load(&stubs_used));
+}
+
+/*
+ * A task the performance model knows to be a few microseconds of work does
+ * not wake every stub: with polling off, each of 100 tasks of 16 tiny
+ * subtasks wakes one stub (the others stay asleep), not all 3 or 4 that
+ * sleep. Should the model be
+ * wrong, a chunk that runs long wakes the others: 8 subtasks of 5 ms never
+ * run on one stub alone.
+ */
+START_TEST(test_short_tasks_wake_few_stubs)
+{
+    pm_task_desc_t desc;
+
+    ck_assert_int_eq(setenv("PMLIB_SPIN_US", "0", 1), 0);
+    tu_init_ncpu("4");
+    tu_register("mark", NULL, mark_cpu);
+    tu_desc(&desc, "mark", 16);
+    for (int i = 0; i < 20; i++) /* the model learns the time per subtask */
+        run_marked(&desc);
+    /* Each task wakes one stub, or a few more when a chunk ran long (a
+     * preempted stub): far from every parked stub for each. */
+    uint64_t before = atomic_load(&pm__rt.woken);
+    for (int i = 0; i < 100; i++)
+        run_marked(&desc);
+    uint64_t woken = atomic_load(&pm__rt.woken) - before;
+    ck_assert_uint_le(woken, 200);
+
+    atomic_store(&nap_us, 5000);
+    desc.subtasks = 8;
+    ck_assert_int_gt(run_marked(&desc), 1);
+    ck_assert_int_eq(pm_finalize(), PM_OK);
+}
+END_TEST
+
 static Suite *wakeup_suite(void)
 {
     Suite *s = suite_create("wakeup");
@@ -41,6 +100,7 @@ static Suite *wakeup_suite(void)
 
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, test_static_one_chunk_all_asleep);
+    tcase_add_test(tc, test_short_tasks_wake_few_stubs);
     suite_add_tcase(s, tc);
     return s;
 }
