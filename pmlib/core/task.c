@@ -587,8 +587,14 @@ static void wake_stubs_locked(int k, uint64_t chunks)
     uint64_t parked = (uint64_t)atomic_load(&pm__rt.parked[k]);
     if (parked == 0 || chunks == 0)
         return;
-    if (chunks >= parked) {
+    if (chunks >= parked || k == 1) { /* GPU stubs are few: all of them */
         pthread_cond_broadcast(&pm__rt.work_cv[k]);
+        /* They are on their way: a stub that declines a chunk for them (the
+         * decliner's rule, sched/pull.c) must not take them for absent in
+         * the moment before they run. */
+        for (int i = 0; i < pm__rt.nstubs; i++)
+            if ((pm__rt.stubs[i].ops->kind == PM_DEVICE_GPU) == (k == 1))
+                atomic_store(&pm__rt.stubs[i].parked, false);
         chunks = parked;
     } else {
         for (uint64_t i = 0; i < chunks; i++)

@@ -68,9 +68,10 @@ static double copy_back_ns(const pm__task_t *t, int nstubs, bool in_place)
  * unless its last take found nothing (`gone`; NULL: none has): one that
  * has not come yet will, and one that left may be asleep.
  */
-static bool pays(const pm__task_t *t, int nstubs, int stub, uint64_t left,
-                 const atomic_uchar *gone, bool in_place)
+static bool pays_by(const pm__task_t *t, int nstubs, int stub, uint64_t left,
+                    const atomic_uchar *gone, bool in_place, double *over)
 {
+    *over = 0;
     double mine = chunk_ns(t, stub);
     if (mine == 0)
         return true;
@@ -88,12 +89,26 @@ static bool pays(const pm__task_t *t, int nstubs, int stub, uint64_t left,
     }
     if (rate == 0)
         return true;
-    bool take = mine < (double)left / rate;
+    *over = mine * rate / (double)left; /* this chunk over the others' time for all that is left */
+    bool take = *over < 1;
     pm__debug("task %llu stub %d: %.0f ns per chunk, %llu chunks left, faster stubs %.0f ns per chunk: %s",
               (unsigned long long)t->seq, stub, mine, (unsigned long long)left, 1.0 / rate,
               take ? "takes" : "leaves them");
     return take;
 }
+
+static bool pays(const pm__task_t *t, int nstubs, int stub, uint64_t left,
+                 const atomic_uchar *gone, bool in_place)
+{
+    double over;
+    return pays_by(t, nstubs, stub, left, gone, in_place, &over);
+}
+
+/* A device held back probes a chunk now and then only while one chunk of
+ * it would take less than this many times the rest of the task: a probe
+ * of a device far slower (a CPU core beside a GPU, 100x slower or more)
+ * would hold the whole task for nothing. */
+#define PM__PROBE_WITHIN 4
 
 /* Whether no stub before `s` is of the same device (model entry). */
 static bool first_of_device(const pm__task_t *t, const double *w, int s)
@@ -137,11 +152,12 @@ static int plan(pm__task_t *t, int nstubs, double *w, bool in_place)
         speed[s] = 0;
         if (w[s] <= 0)
             continue;
-        bool held = !pays(t, nstubs, s, n, NULL, in_place);
+        double over;
+        bool held = !pays_by(t, nstubs, s, n, NULL, in_place, &over);
         if (first_of_device(t, w, s)) {
             if (!held)
                 pm__model_paid(t->cbs.model, s);
-            else if (pm__model_held_back(t->cbs.model, s) && probe < 0)
+            else if (pm__model_held_back(t->cbs.model, s) && probe < 0 && over < PM__PROBE_WITHIN)
                 probe = s;
         }
         if (!held)

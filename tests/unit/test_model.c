@@ -5,7 +5,8 @@
  * PMLIB_MODEL_DIR moves the files or (off) stops them; file names are safe
  * for any callbacks name; the pull policy gives a device the model knows to
  * be far slower no chunk, keeps equal shares when the model knows nothing,
- * and lets a held-back device probe now and then.
+ * and lets a held-back device probe now and then, unless one chunk of it
+ * would take several times the whole task.
  */
 #define _GNU_SOURCE
 #include <check.h>
@@ -475,7 +476,23 @@ START_TEST(pull_gives_a_far_slower_device_nothing)
     ck_assert_uint_gt(atomic_load(&t->sched->slot[1].hi) - atomic_load(&t->sched->slot[1].lo), 0);
     ts_free(t);
 
-    /* Held back task after task, one of its stubs probes one chunk. */
+    /* 1000x slower: a chunk of it would take 10x the whole task on the
+     * fast device, so it never probes either. */
+    for (int task = 0; task < 4 * PM__MODEL_PROBE_MIN; task++) {
+        t = make_task(100, m);
+        drain(t, got);
+        ck_assert_uint_eq(got[0], 100);
+        ts_free(t);
+    }
+    ck_assert_int_eq(setenv("PMLIB_MODEL_DIR", "off", 1), 0);
+    pm__model_destroy(m);
+
+    /* 200x slower, 100 chunks: one of its chunks takes twice the task;
+     * held back task after task, one of its stubs probes one chunk. */
+    ck_assert_int_eq(setenv("PMLIB_MODEL_DIR", tmpdir, 1), 0);
+    m = pm__model_create("pull-probe", stubs, NSTUBS);
+    pm__model_note(m, 0, 1, 1000, 0, 0);
+    pm__model_note(m, 1, 1, 200000, 0, 0);
     int probes = 0;
     for (int task = 0; task < 4 * PM__MODEL_PROBE_MIN; task++) {
         t = make_task(100, m);
