@@ -68,13 +68,42 @@ static double copy_back_ns(const pm__task_t *t, int nstubs, bool in_place)
  * unless its last take found nothing (`gone`; NULL: none has): one that
  * has not come yet will, and one that left may be asleep.
  */
+/* Below this much of the GPUs' time for the rest of a task, a CPU core
+ * whose speed for these callbacks is not known yet leaves the task to
+ * them: one chunk of it may outlast their whole share (a core is often
+ * 100x slower than a GPU), and what it could add to so short a task is
+ * small. */
+#define PM__UNKNOWN_CPU_NS 1e9
+
+/* Whether a stub whose speed is unknown takes a chunk: yes, unless it is
+ * a CPU core beside GPUs that may run the task and will (not gone), and
+ * those have not run a chunk yet or would finish the rest within
+ * PM__UNKNOWN_CPU_NS. */
+static bool unknown_pays(const pm__task_t *t, int nstubs, int stub, uint64_t left,
+                         const atomic_uchar *gone)
+{
+    if (!on_cpu(stub))
+        return true;
+    double rate = 0; /* the GPUs' chunks per ns */
+    for (int s = 0; s < nstubs; s++) {
+        if (on_cpu(s) || !pm__task_runnable_on(t, &pm__rt.stubs[s]) ||
+            (gone != NULL && atomic_load_explicit(&gone[s], memory_order_acquire)))
+            continue;
+        double ns = chunk_ns(t, s);
+        if (ns <= 0)
+            return false; /* its first chunk tells */
+        rate += 1.0 / ns;
+    }
+    return rate == 0 || (double)left / rate >= PM__UNKNOWN_CPU_NS;
+}
+
 static bool pays_by(const pm__task_t *t, int nstubs, int stub, uint64_t left,
                     const atomic_uchar *gone, bool in_place, double *over)
 {
     *over = 0;
     double mine = chunk_ns(t, stub);
     if (mine == 0)
-        return true;
+        return unknown_pays(t, nstubs, stub, left, gone);
     const double back = copy_back_ns(t, nstubs, in_place);
     mine += on_cpu(stub) ? back : 0;
     double rate = 0; /* chunks per ns of the stubs clearly faster than this one */

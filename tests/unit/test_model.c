@@ -564,6 +564,30 @@ START_TEST(pull_weighs_every_stub_with_its_copy_back)
 }
 END_TEST
 
+/* With nothing known of a CPU core's speed beside a GPU, a core waits for
+ * the GPU's first chunk, then leaves the task to it if the GPU would finish
+ * the rest within a second: one chunk of a core can outlast a GPU's whole
+ * share. A longer task it joins (and so measures itself). */
+START_TEST(pull_unknown_cpus_leave_short_tasks_to_the_gpu)
+{
+    pm__model_t *m = pm__model_create("pull-unknown", stubs, NSTUBS);
+    uint64_t c;
+    for (int pass = 0; pass < 2; pass++) {
+        uint64_t n = pass == 0 ? 100 : 2000;
+        pm__task_t *t = make_task(n, m);
+        cpu_stubs[0].ops = &fake_gpu_ops;
+        ck_assert(!t->policy->take(t, 1, &c)); /* the GPU has not run a chunk */
+        atomic_store(&t->counts[0].chunk_ns, 1000000u); /* 1 ms per chunk */
+        /* 100 chunks: 0.1 s on the GPU, the cores leave them; 2000: 2 s,
+         * they take a chunk. */
+        ck_assert(t->policy->take(t, 1, &c) == (pass == 1));
+        ts_free(t);
+    }
+    ck_assert_int_eq(setenv("PMLIB_MODEL_DIR", "off", 1), 0);
+    pm__model_destroy(m);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("model");
@@ -585,6 +609,7 @@ int main(void)
     tcase_add_test(tp, pull_gives_a_far_slower_device_nothing);
     tcase_add_test(tp, pull_never_leaves_chunks_nobody_takes);
     tcase_add_test(tp, pull_weighs_every_stub_with_its_copy_back);
+    tcase_add_test(tp, pull_unknown_cpus_leave_short_tasks_to_the_gpu);
     suite_add_tcase(s, tp);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
