@@ -29,10 +29,12 @@ const char *app_device_name(int devices);
 void app_require_devices(const char *prog, int devices, int have_cuda);
 
 /**
- * Items per subtask so that every CPU stub (of `devices`, a mask of
- * pm_device_kind) of every host gets about four subtasks (room for the
- * scheduler to balance) and every GPU about sixteen (so that copies overlap
- * kernels), rounded up to a multiple of `granule` and at least `granule`.
+ * Items per subtask so that every GPU (of `devices`, a mask of
+ * pm_device_kind) of every host gets about sixteen subtasks (so that copies
+ * overlap kernels, in blocks large enough to fill it) or, with no GPU in
+ * use, every CPU stub about four (room for the scheduler to balance);
+ * rounded up to a multiple of `granule` and at least `granule`. Beside
+ * GPUs, CPU cores then take subtasks only where they pay.
  * Call after pm_init.
  */
 uint64_t app_default_per_subtask_on(uint64_t items, uint64_t granule,

@@ -191,8 +191,8 @@ static void usage(void)
 "                   file, an input too, only with -f (inputs are read in\n"
 "                   full first)\n"
 "  -f, --force      replace the output if it exists\n"
-"  --rows R         rows per block (default: about 4 subtasks per core and\n"
-"                   16 per GPU in use, a multiple of %u)\n"
+"  --rows R         rows per block (default: about 16 subtasks per GPU in\n"
+"                   use, else 4 per core; a multiple of %u)\n"
 "  --cols W         columns per block (default N; with g > 1 GPUs on a host,\n"
 "                   N / g but at least %u, so that each GPU starts once its\n"
 "                   panel of B is in, not all of B)\n"
@@ -403,7 +403,7 @@ static int close_enough(const float *c, const float *ref, const float *a,
  * full speed): blocks are numbered down each panel, so each GPU mostly
  * works in one panel and waits for 1/k of B before its first product,
  * not all of it, while A comes in one block of rows at a time behind the
- * products. Rows per block keep about 4 subtasks per core and 16 per GPU.
+ * products. Rows per block keep about 16 subtasks per GPU (4 per core without).
  */
 static void default_blocks(const struct options *o, struct matmul_conf *cf)
 {
