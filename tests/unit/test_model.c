@@ -287,7 +287,7 @@ START_TEST(bad_files_are_ignored_with_one_warning)
     check_ignored("truncated", good, len / 2);
     check_ignored("no end line", good, len - 4);
 
-    char alt[4096];
+    char alt[4096 + 64];
     snprintf(alt, sizeof alt, "pmlib-model 99\n%s", strchr(good, '\n') + 1);
     check_ignored("other version", alt, strlen(alt));
     snprintf(alt, sizeof alt, "pmlib-model 1 extra\n%s", strchr(good, '\n') + 1);
