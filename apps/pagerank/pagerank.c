@@ -449,7 +449,7 @@ static void usage(void)
 "  --tol T        stop when the L1 change is below T (default %g)\n"
 "  --subtasks N   subtasks per iteration (default: about 16 per GPU in use,\n"
 "                 else 4 per core)\n"
-"  --device D     cpu, gpu or all (default cpu)\n"
+"  --device D     cpu, gpu or all (default all: CPU cores and GPUs)\n"
 "  --compress     zlib-compress transfers between hosts when it pays\n"
 "                 (PM_TASK_COMPRESS_AUTO)\n"
 "  --no-serial    skip the serial run, so no speedup is printed\n"
@@ -531,7 +531,7 @@ static void parse_options(int argc, char **argv, struct options *o)
     int sized = 0;
 
     *o = (struct options){DEFAULT_PAGES, 1, DEFAULT_ITERS, 0, DEFAULT_TOL,
-                          NULL, PM_DEVICE_CPU, 0, 1, 0, NULL, NULL, 0, 0};
+                          NULL, PM_DEVICE_ANY, 0, 1, 0, NULL, NULL, 0, 0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
 
