@@ -299,6 +299,11 @@ void pm__task_ready_locked(pm__task_t *t);
  * waking stubs for and chunks are left, wakes parked stubs of its kind
  * (ready lists wake fewer stubs for tasks the model deems short). */
 void pm__task_wake_more(pm__task_t *t, pm_device_kind_t kind, uint64_t chunk_ns);
+/* Every stub of kind k (0 CPU, 1 GPU) was just woken: they are on their
+ * way, so a stub that declines a chunk for them (the decliner's rule,
+ * sched/pull.c) must not take them for absent in the moment before they
+ * run. Clears their parked flags. */
+void pm__stubs_woken(int k);
 void pm__task_unready_locked(pm__task_t *t);
 /* Other hosts: a task host 0 sent is added to the unfinished tasks and made
  * ready; once drained it is taken off them (it stays known by sequence

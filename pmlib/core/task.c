@@ -578,6 +578,13 @@ static void tlist_remove(pm__tlist_t *l, pm__task_t *t, size_t off)
 #define ACTIVE_LINK offsetof(pm__task_t, alink)
 #define READY_LINK(k) (offsetof(pm__task_t, rlink) + (size_t)(k) * sizeof(pm__tlink_t))
 
+void pm__stubs_woken(int k)
+{
+    for (int i = 0; i < pm__rt.nstubs; i++)
+        if ((pm__rt.stubs[i].ops->kind == PM_DEVICE_GPU) == (k == 1))
+            atomic_store(&pm__rt.stubs[i].parked, false);
+}
+
 /* Wakes parked stubs of kind k for new work: as many as it has chunks. */
 static void wake_stubs_locked(int k, uint64_t chunks)
 {
@@ -589,12 +596,7 @@ static void wake_stubs_locked(int k, uint64_t chunks)
         return;
     if (chunks >= parked || k == 1) { /* GPU stubs are few: all of them */
         pthread_cond_broadcast(&pm__rt.work_cv[k]);
-        /* They are on their way: a stub that declines a chunk for them (the
-         * decliner's rule, sched/pull.c) must not take them for absent in
-         * the moment before they run. */
-        for (int i = 0; i < pm__rt.nstubs; i++)
-            if ((pm__rt.stubs[i].ops->kind == PM_DEVICE_GPU) == (k == 1))
-                atomic_store(&pm__rt.stubs[i].parked, false);
+        pm__stubs_woken(k);
         chunks = parked;
     } else {
         for (uint64_t i = 0; i < chunks; i++)

@@ -535,6 +535,33 @@ START_TEST(pull_never_leaves_chunks_nobody_takes)
 }
 END_TEST
 
+/* A stub declines a chunk for a far faster GPU; while the GPU sleeps it
+ * takes the chunk after all, but a GPU just woken for the task is on its
+ * way: the stub leaves the chunk to it. */
+START_TEST(pull_woken_gpus_count_as_coming)
+{
+    pm__model_t *m = pm__model_create("pull-woken", stubs, NSTUBS);
+    pm__model_note(m, 0, 1, 1000, 0, 0);    /* the GPU: 1 us per subtask */
+    pm__model_note(m, 1, 1, 1000000, 0, 0); /* a core: 1 ms */
+    pm__task_t *t = make_task(8, m);
+    t->policy->fini(t);
+    cpu_stubs[0].ops = &fake_gpu_ops;
+    ck_assert_int_eq(t->policy->init(t, NSTUBS), 0);
+    uint64_t c;
+    atomic_store(&cpu_stubs[0].parked, true);
+    for (int s = 2; s < NSTUBS; s++)
+        atomic_store(&cpu_stubs[s].parked, true);
+    ck_assert(t->policy->take(t, 1, &c)); /* nobody else would come */
+    pm__stubs_woken(1);
+    ck_assert(!atomic_load(&cpu_stubs[0].parked));
+    ck_assert(atomic_load(&cpu_stubs[2].parked)); /* only the GPU kind */
+    ck_assert(!t->policy->take(t, 1, &c)); /* the GPU comes */
+    ts_free(t);
+    ck_assert_int_eq(setenv("PMLIB_MODEL_DIR", "off", 1), 0);
+    pm__model_destroy(m);
+}
+END_TEST
+
 /* A task that writes in place, where a CPU chunk also costs the GPU its
  * copy back: every stub pays that cost in the comparison, or all would
  * decline (each CPU weighed with it against the others without it, the GPU
@@ -610,6 +637,7 @@ int main(void)
     tcase_add_test(tp, pull_never_leaves_chunks_nobody_takes);
     tcase_add_test(tp, pull_weighs_every_stub_with_its_copy_back);
     tcase_add_test(tp, pull_unknown_cpus_leave_short_tasks_to_the_gpu);
+    tcase_add_test(tp, pull_woken_gpus_count_as_coming);
     suite_add_tcase(s, tp);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
