@@ -10,21 +10,12 @@ export OMPI_ALLOW_RUN_AS_ROOT OMPI_ALLOW_RUN_AS_ROOT_CONFIRM PMLIB_NCPU
 app=${top_builddir:-.}/apps/compress/compress
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. "${top_srcdir:-.}/tests/apps/files-common.sh"
 
 seq 1 200000 >"$dir/in"
 cp "$dir/in" "$dir/in.orig"
 
-refused() { # ARGS...: compress must exit 2, saying why in one line
-  if "$app" "$@" --no-serial >"$dir/out" 2>"$dir/err"; then
-    fail "compress $* succeeded"
-  else
-    rc=$?
-  fi
-  cat "$dir/err"
-  [ "$rc" -eq 2 ] || fail "compress $* exited $rc, not 2"
-  [ "$(wc -l <"$dir/err")" -eq 1 ] || fail "compress $*: not one line"
-}
+refused() { refused_with "" "$@" --no-serial; } # ARGS...: exit 2, one line
 nothing_left() { # no temporary file in the directory
   if ls -a "$dir" | grep -q '\.tmp'; then
     ls -a "$dir"; fail "a temporary file was left behind"

@@ -13,7 +13,7 @@ app=${top_builddir:-.}/apps/fft2d/fft2d
 npy=${top_builddir:-.}/tests/apps/npytool
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. "${top_srcdir:-.}/tests/apps/files-common.sh"
 
 rows=6 cols=10
 awk -v n=$((rows * cols)) 'BEGIN { for (i = 0; i < n; i++)
@@ -55,16 +55,7 @@ ${MPIEXEC:-mpiexec} --oversubscribe -n 2 "$app" --input "$dir/a.npy" \
 check "$dir/f2.npy"
 echo "ok: the transform of a given array is the DFT"
 
-refused() { # FILE WHAT
-  if "$app" --input "$1" --device cpu >/dev/null 2>"$dir/err"; then
-    fail "fft2d --input $1 succeeded"
-  else
-    rc=$?
-  fi
-  cat "$dir/err"
-  [ "$rc" -eq 2 ] && [ "$(wc -l <"$dir/err")" -eq 1 ] || fail "not exit 2, one line"
-  grep -q -- "$2" "$dir/err" || fail "'$2' is not named"
-}
+refused() { refused_with "$2" --input "$1" --device cpu; } # FILE WHAT
 seq 1 60 | "$npy" write '<f4' $rows,$cols "$dir/real.npy"
 refused "$dir/real.npy" "descr '<f4' is not complex64"
 seq 1 24 | "$npy" write '<c8' 2,2,3 "$dir/cube.npy"

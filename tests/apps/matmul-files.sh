@@ -13,7 +13,7 @@ app=${top_builddir:-.}/apps/matmul/matmul
 npy=${top_builddir:-.}/tests/apps/npytool
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. "${top_srcdir:-.}/tests/apps/files-common.sh"
 
 # Matrices of small integers and halves: every product and sum is exact in
 # float. A: M x K, B: K x N, written as a.npy, b.npy; C = A x B in c.txt.
@@ -71,18 +71,7 @@ ${MPIEXEC:-mpiexec} --oversubscribe -n 2 "$app" --a "$dir/a.npy" \
 check "$dir/c2.npy"
 echo "ok: C = A x B of given matrices, as awk computes it"
 
-refused() { # WHAT ARGS...
-  what=$1
-  shift
-  if "$app" "$@" --device cpu >/dev/null 2>"$dir/err"; then
-    fail "matmul $* succeeded"
-  else
-    rc=$?
-  fi
-  cat "$dir/err"
-  [ "$rc" -eq 2 ] && [ "$(wc -l <"$dir/err")" -eq 1 ] || fail "not exit 2, one line"
-  grep -q -- "$what" "$dir/err" || fail "'$what' is not named"
-}
+refused() { what=$1; shift; refused_with "$what" "$@" --device cpu; } # WHAT ARGS...
 seq 1 6 | "$npy" write '<f4' 2,3 "$dir/wide.npy"
 refused "a.npy is 37 x 37 but .*wide.npy is 2 x 3; the columns of --a must be as many as the rows of --b" \
   --a "$dir/a.npy" --b "$dir/wide.npy"

@@ -13,7 +13,7 @@ export LC_ALL
 app=${top_builddir:-.}/apps/pagerank/pagerank
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. "${top_srcdir:-.}/tests/apps/files-common.sh"
 opts="--tol 1e-15 --iters 500 --device cpu"
 
 # 7 pages: 3 dangling, 6 linked by nobody, a self-link, a repeated link.
@@ -87,18 +87,7 @@ awk '{ print $NF }' "$dir/named.txt" >"$dir/named.r"
 awk '{ print $2 }' "$dir/ranks.txt" | cmp - "$dir/named.r"
 echo "ok: --top and --names"
 
-refused() { # WHAT ARGS...
-  what=$1
-  shift
-  if "$app" "$@" --device cpu >/dev/null 2>"$dir/err"; then
-    fail "pagerank $* succeeded"
-  else
-    rc=$?
-  fi
-  cat "$dir/err"
-  [ "$rc" -eq 2 ] && [ "$(wc -l <"$dir/err")" -eq 1 ] || fail "not exit 2, one line"
-  grep -q -- "$what" "$dir/err" || fail "'$what' is not named"
-}
+refused() { what=$1; shift; refused_with "$what" "$@" --device cpu; } # WHAT ARGS...
 bad() { printf '%s\n' "$@" >"$dir/bad.mtx"; }
 bad '%%MatrixMarket matrix coordinate pattern general' '3 3 2' '1 2'
 refused "says 2 entries, the file has 1" --graph "$dir/bad.mtx"
