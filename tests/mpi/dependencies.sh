@@ -11,11 +11,6 @@ trap 'rm -f "$log"' EXIT
 for run in "1 3000" "3 1000" "3 1000 --static"; do
   set -- $run
   echo "dependencies: $2 tasks and $2 more on $1 host(s) $3 (limit 120 s)"
-  mpi_run 120 "$1" "$top_builddir/tests/mpi/dependencies" $3 "$2" >"$log" 2>&1
-  rc=$?
-  cat "$log"
-  [ $rc -ne 124 ] || fail "$1 host(s): timed out after 120 s"
-  [ $rc -eq 0 ] || fail "$1 host(s): mpiexec exited $rc"
-  grep -q DEPS-OK "$log" || fail "$1 host(s): host 0 did not print DEPS-OK"
+  mpi_expect_ok "$1 host(s): " 120 "$1" DEPS-OK "$top_builddir/tests/mpi/dependencies" $3 "$2"
 done
 echo "PASS"

@@ -8,11 +8,6 @@ trap 'rm -f "$log"' EXIT
 for run in "1 600" "3 200"; do
   set -- $run
   echo "finegrain: $2 timesteps on $1 host(s) (limit 180 s)"
-  mpi_run 180 "$1" "$top_builddir/tests/mpi/finegrain" "$2" >"$log" 2>&1
-  rc=$?
-  cat "$log"
-  [ $rc -ne 124 ] || fail "$1 host(s): timed out after 180 s"
-  [ $rc -eq 0 ] || fail "$1 host(s): mpiexec exited $rc"
-  grep -q FINEGRAIN-OK "$log" || fail "$1 host(s): host 0 did not print FINEGRAIN-OK"
+  mpi_expect_ok "$1 host(s): " 180 "$1" FINEGRAIN-OK "$top_builddir/tests/mpi/finegrain" "$2"
 done
 echo "PASS"

@@ -24,6 +24,20 @@ mpi_run() {
   fi
 }
 
+# mpi_expect_ok WHAT SECONDS N MARKER PROGRAM [ARGS...]: a job that must end
+# within SECONDS with status 0 and host 0 printing MARKER; its output is
+# shown and kept in $log (set by the caller). WHAT starts each failure.
+mpi_expect_ok() {
+  ok_what=$1 ok_limit=$2 ok_n=$3 ok_marker=$4
+  shift 4
+  mpi_run "$ok_limit" "$ok_n" "$@" >"$log" 2>&1
+  rc=$?
+  cat "$log"
+  [ $rc -ne 124 ] || fail "${ok_what}timed out after $ok_limit s"
+  [ $rc -eq 0 ] || fail "${ok_what}mpiexec exited $rc"
+  grep -q "$ok_marker" "$log" || fail "${ok_what}host 0 did not print $ok_marker"
+}
+
 # mpi_fault_job SECONDS N PROGRAM: runs a job expected to fail, keeping its
 # output in $out and $err (shown afterwards) and its status in $rc.
 mpi_fault_job() {
