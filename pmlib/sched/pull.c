@@ -60,14 +60,14 @@ static double copy_back_ns(const pm__task_t *t, int nstubs, bool in_place)
     return worst * (double)t->grain;
 }
 
-/*
- * Whether a chunk on `stub` pays: not when the stubs clearly faster than
- * it would finish the `left` chunks before it finished this one, which
- * would only make the task end later. Every stub is weighed with its own
- * copy-back cost, so the fastest never declines. A faster stub counts
- * unless its last take found nothing (`gone`; NULL: none has): one that
- * has not come yet will, and one that left may be asleep.
- */
+/* Whether stub s may run the task and has not left it (`gone`; NULL:
+ * none has). */
+static bool may_come(const pm__task_t *t, const atomic_uchar *gone, int s)
+{
+    return (gone == NULL || !atomic_load_explicit(&gone[s], memory_order_acquire)) &&
+           pm__task_runnable_on(t, &pm__rt.stubs[s]);
+}
+
 /* Below this much of the GPUs' time for the rest of a task, a CPU core
  * whose speed for these callbacks is not known yet leaves the task to
  * them: one chunk of it may outlast their whole share (a core is often
@@ -86,8 +86,7 @@ static bool unknown_pays(const pm__task_t *t, int nstubs, int stub, uint64_t lef
         return true;
     double rate = 0; /* the GPUs' chunks per ns */
     for (int s = 0; s < nstubs; s++) {
-        if (on_cpu(s) || !pm__task_runnable_on(t, &pm__rt.stubs[s]) ||
-            (gone != NULL && atomic_load_explicit(&gone[s], memory_order_acquire)))
+        if (on_cpu(s) || !may_come(t, gone, s))
             continue;
         double ns = chunk_ns(t, s);
         if (ns <= 0)
@@ -97,40 +96,43 @@ static bool unknown_pays(const pm__task_t *t, int nstubs, int stub, uint64_t lef
     return rate == 0 || (double)left / rate >= PM__UNKNOWN_CPU_NS;
 }
 
-static bool pays_by(const pm__task_t *t, int nstubs, int stub, uint64_t left,
-                    const atomic_uchar *gone, bool in_place, double *over)
+/*
+ * Whether a chunk on `stub` pays: not when the stubs clearly faster than
+ * it would finish the `left` chunks before it finished this one, which
+ * would only make the task end later. Every stub is weighed with its own
+ * copy-back cost, so the fastest never declines. A faster stub counts
+ * unless its last take found nothing (`gone`; NULL: none has): one that
+ * has not come yet will, and one that left may be asleep. `back` is
+ * copy_back_ns(); *over, when not NULL, this chunk's time over the faster
+ * stubs' time for all that is left (0 when none is faster).
+ */
+static bool pays(const pm__task_t *t, int nstubs, int stub, uint64_t left,
+                 const atomic_uchar *gone, double back, double *over)
 {
-    *over = 0;
+    if (over != NULL)
+        *over = 0;
     double mine = chunk_ns(t, stub);
     if (mine == 0)
         return unknown_pays(t, nstubs, stub, left, gone);
-    const double back = copy_back_ns(t, nstubs, in_place);
     mine += on_cpu(stub) ? back : 0;
     double rate = 0; /* chunks per ns of the stubs clearly faster than this one */
     for (int s = 0; s < nstubs; s++) {
         double ns = s == stub ? 0 : chunk_ns(t, s);
         if (ns > 0 && on_cpu(s))
             ns += back;
-        if (ns > 0 && ns * PM__SLOW_FACTOR < mine &&
-            (gone == NULL || !atomic_load_explicit(&gone[s], memory_order_acquire)) &&
-            pm__task_runnable_on(t, &pm__rt.stubs[s]))
+        if (ns > 0 && ns * PM__SLOW_FACTOR < mine && may_come(t, gone, s))
             rate += 1.0 / ns;
     }
     if (rate == 0)
         return true;
-    *over = mine * rate / (double)left; /* this chunk over the others' time for all that is left */
-    bool take = *over < 1;
+    double ratio = mine * rate / (double)left;
+    if (over != NULL)
+        *over = ratio;
+    bool take = ratio < 1;
     pm__debug("task %llu stub %d: %.0f ns per chunk, %llu chunks left, faster stubs %.0f ns per chunk: %s",
               (unsigned long long)t->seq, stub, mine, (unsigned long long)left, 1.0 / rate,
               take ? "takes" : "leaves them");
     return take;
-}
-
-static bool pays(const pm__task_t *t, int nstubs, int stub, uint64_t left,
-                 const atomic_uchar *gone, bool in_place)
-{
-    double over;
-    return pays_by(t, nstubs, stub, left, gone, in_place, &over);
 }
 
 /* A device held back probes a chunk now and then only while one chunk of
@@ -182,7 +184,7 @@ static int plan(pm__task_t *t, int nstubs, double *w, bool in_place)
         if (w[s] <= 0)
             continue;
         double over;
-        bool held = !pays_by(t, nstubs, s, n, NULL, in_place, &over);
+        bool held = !pays(t, nstubs, s, n, NULL, back, &over);
         if (first_of_device(t, w, s)) {
             if (!held)
                 pm__model_paid(t->cbs.model, s);
@@ -250,7 +252,8 @@ static bool pull_take(pm__task_t *t, int stub, uint64_t *chunk)
     int me = stub; /* the probe is one chunk: the first take of the probing stub */
     bool probing = atomic_load_explicit(&st->probe, memory_order_relaxed) == stub &&
                    atomic_compare_exchange_strong(&st->probe, &me, -1);
-    bool pay = probing || pays(t, st->nstubs, stub, pm__ranges_left(t), st->left, st->in_place);
+    bool pay = probing || pays(t, st->nstubs, stub, pm__ranges_left(t), st->left,
+                               copy_back_ns(t, st->nstubs, st->in_place), NULL);
     bool got = pay && take_any(t, stub, chunk);
     atomic_store(&st->left[stub], !got);
     /* A stub that declines must not leave chunks nobody takes: stubs judge
