@@ -1215,6 +1215,22 @@ static int send_early(run_t *r, slot_t *sl, pm__subs_view_t v)
  * errors are per CUDA runtime, and a program linked with its own static
  * runtime has one apart from pmlib's: its callbacks must report failed
  * launches by returning nonzero, the check here only sees pmlib's. */
+static int invoke_cuda(const run_t *r, const pm_subtask_info_t *info, cudaStream_t stream)
+{
+    PM__CUDA(QUIET, cudaGetLastError()); /* forget errors already returned */
+    last_cuda_error = cudaSuccess;
+    int ret = r->t->cbs.cb.cuda(info, (void *)stream);
+    int lrc = PM__CUDA(QUIET, cudaGetLastError());
+    if (ret == 0 && lrc == 0)
+        return 0;
+    if (ret != 0)
+        fail(r, info->id, PM_ECALLBACK, "the cuda callback returned %d", ret);
+    else
+        fail(r, info->id, PM_ECALLBACK, "a launch in the cuda callback failed");
+    return PM_ECALLBACK;
+}
+
+/* The cuda callback on the slot's stream, once its chunk's accumulator is filled. */
 static int call_cuda(run_t *r, slot_t *sl, chunk_state_t *cs, const pm_subtask_info_t *info)
 {
     int rc = 0;
@@ -1225,17 +1241,7 @@ static int call_cuda(run_t *r, slot_t *sl, chunk_state_t *cs, const pm_subtask_i
         fail(r, info->id, rc, "waiting for its chunk's reduce accumulator failed");
         return rc;
     }
-    PM__CUDA(QUIET, cudaGetLastError()); /* forget errors already returned */
-    last_cuda_error = cudaSuccess;
-    int ret = r->t->cbs.cb.cuda(info, (void *)sl->stream);
-    int lrc = PM__CUDA(QUIET, cudaGetLastError());
-    if (ret == 0 && lrc == 0)
-        return 0;
-    if (ret != 0)
-        fail(r, info->id, PM_ECALLBACK, "the cuda callback returned %d", ret);
-    else
-        fail(r, info->id, PM_ECALLBACK, "a launch in the cuda callback failed");
-    return PM_ECALLBACK;
+    return invoke_cuda(r, info, sl->stream);
 }
 
 /* Starts subtask id on a free slot: buffers, copies in, callback, merges. */
@@ -1404,12 +1410,10 @@ static int checked_call(pm__stub_t *s, pm__task_t *t, pm_subtask_info_t *info)
             return PM__CALL_FAILED;
         }
     }
-    PM__CUDA(QUIET, cudaGetLastError()); /* forget errors already returned */
-    last_cuda_error = cudaSuccess;
-    int ret = t->cbs.cb.cuda(&d, (void *)st);
-    int lrc = PM__CUDA(QUIET, cudaGetLastError());
+    int crc = invoke_cuda(&r, &d, st);
     if (PM__CUDA(QUIET, cudaStreamSynchronize(st)) != 0) {
-        fail(&r, info->id, PM_ECUDA, "its kernels failed");
+        if (crc == 0) /* else already failed: once per subtask */
+            fail(&r, info->id, PM_ECUDA, "its kernels failed");
         check_device(&r);
         return PM__CALL_FAILED;
     }
@@ -1421,11 +1425,7 @@ static int checked_call(pm__stub_t *s, pm__task_t *t, pm_subtask_info_t *info)
             return PM__CALL_FAILED;
         }
     }
-    if (ret == 0 && lrc != 0) {
-        fail(&r, info->id, PM_ECALLBACK, "a launch in the cuda callback failed");
-        return PM__CALL_FAILED;
-    }
-    return ret;
+    return crc != 0 ? PM__CALL_FAILED : 0;
 }
 
 void pm__cuda_run_chunks(pm__stub_t *s, pm__task_t *t, uint64_t chunk, pm__chunk_feed_t *feed)
