@@ -179,6 +179,27 @@ PM_EXPORT int pm_memory_version(pm_memory_t memory, uint64_t *version);
 PM_EXPORT int pm_memory_touch(pm_memory_t memory);
 /** Frees a memory; PM_EBUSY while an unfinished task uses it. */
 PM_EXPORT int pm_memory_release(pm_memory_t memory);
+/**
+ * Makes a memory lazy (`lazy` nonzero) or not. With several hosts, the
+ * ranges a task writes into a lazy memory stay on the hosts whose subtasks
+ * wrote them, and travel only to the hosts that read them, fetched from the
+ * host that holds them; they come to the submitting host only when its own
+ * subtasks read them or the program calls pm_memory_gather(). For
+ * iterative programs that do not read intermediate results: no host then
+ * serves every other host. By default outputs go home, so that after
+ * pm_task_wait the submitting host's copy holds them. On one host this
+ * changes nothing. Making a memory not lazy gathers it. PM_EBUSY while an
+ * unfinished task uses the memory.
+ */
+PM_EXPORT int pm_memory_set_lazy(pm_memory_t memory, int lazy);
+/**
+ * Brings every range of a lazy memory that other hosts hold to the
+ * submitting host, so pm_memory_data() shows the results of the tasks that
+ * wrote it. pm_memory_data() gathers too while no unfinished task uses the
+ * memory. PM_EBUSY while an unfinished task uses it; PM_EHOST if a host
+ * holding a range is gone.
+ */
+PM_EXPORT int pm_memory_gather(pm_memory_t memory);
 
 /* ------------------------------------------------------------------------ */
 /* Subtasks and callbacks                                                    */
@@ -437,6 +458,11 @@ typedef struct pm_task_stats {
     uint64_t bytes_from_gpu;  /**< GPU to host copies */
     uint64_t gpu_cache_hits;  /**< subscriptions found on a GPU already */
     int stubs;                /**< stubs of the submitting host that ran a subtask */
+    /* Bytes between hosts by host, before compression: */
+    uint64_t bytes_home_sent;         /**< ... the submitting host sent */
+    uint64_t bytes_home_received;     /**< ... the submitting host received */
+    uint64_t bytes_host_sent_max;     /**< ... the host that sent the most sent */
+    uint64_t bytes_host_received_max; /**< ... the host that received the most received */
 } pm_task_stats_t;
 
 /** Fills `stats` for a finished task (PM_EBUSY while it runs). */

@@ -95,7 +95,16 @@ void pm__proto_free_pending(void);
 
 /* data.c */
 struct pm__accset;
-pm__memory_t *pm__data_mirror(uint64_t handle, size_t bytes, uint64_t version);
+struct pm__holders;
+/* Other hosts: the mirror of a memory at `version`, holding valid what
+ * host 0's directory `away` says this host holds; `away` also says which
+ * host to ask for what it lacks. */
+pm__memory_t *pm__data_mirror(uint64_t handle, size_t bytes, uint64_t version,
+                              const struct pm__holders *away);
+/* Host 0 writes a memory's directory into a task message; other hosts read
+ * it (checked against the memory's size and the hosts). */
+void pm__data_put_away(pm__wbuf_t *b, pm__memory_t *m);
+int pm__data_get_away(pm__rbuf_t *m, uint64_t bytes, struct pm__holders *away);
 void pm__data_free_mirrors(void);
 /* Starts fetching a chunk's missing inputs (NULL: nothing to fetch). */
 int pm__data_prefetch(pm__task_t *t, uint64_t chunk, pm__fetch_t **f);
@@ -107,8 +116,9 @@ int pm__data_put_writes(pm__wbuf_t *b, pm__task_t *t, uint64_t chunk, pm__seg_t 
 /* Host 0: reads a chunk's written ranges; returns where their bytes go in
  * the memories (NULL when they cannot be taken: the task has failed). */
 pm__seg_t *pm__data_get_writes(pm__rbuf_t *m, pm__task_t *t, int src, int *nseg);
-void pm__data_count(pm__task_t *t, uint64_t raw, uint64_t wire);
+/* Counts a payload this host received from host src for task t. */
+void pm__data_count(pm__task_t *t, int src, uint64_t raw, uint64_t wire);
 void pm__data_put_accset(pm__wbuf_t *b, pm__task_t *t, const struct pm__accset *acc);
-struct pm__accset *pm__data_get_accset(pm__rbuf_t *m, pm__task_t *t);
+struct pm__accset *pm__data_get_accset(pm__rbuf_t *m, pm__task_t *t, int src);
 
 #endif /* PMLIB_COMM_COMM_H */

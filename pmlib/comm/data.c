@@ -1,23 +1,38 @@
 /*
  * Data between hosts. A host other than 0 keeps a mirror of each memory it
  * has seen: a buffer the size of the memory (pages are only touched where
- * data lands) plus the ranges known to hold host 0's bytes at the mirror's
- * version. A stub asks host 0 for the read ranges of its next chunk the
- * mirror lacks while it runs the current one; host 0 sends them straight
- * from the memory and they land straight in the mirror (strided rows go
- * through one buffer). After a chunk runs, its written ranges go to host 0
- * the same way, beside its report. A new version of a memory empties the
- * mirror's ranges, so unchanged inputs are never sent twice. Payloads are
+ * data lands) plus the ranges known to hold the memory's current bytes at
+ * the mirror's version. A stub asks for the read ranges of its next chunk
+ * the mirror lacks while it runs the current one: from host 0, or, for
+ * ranges of a lazy memory another host holds, from that host (the directory
+ * of copies: host 0 keeps, per lazy memory, which ranges other hosts hold,
+ * and a task carries it to the hosts that run it). The bytes are sent
+ * straight from the memory or mirror and land straight in the mirror
+ * (strided rows go through one buffer). After a chunk runs, its written
+ * ranges go to host 0 the same way, beside its report, unless the memory is
+ * lazy: then they stay, and the report only tells host 0's directory that
+ * this host holds them. Host 0's own chunks fetch the ranges of a lazy
+ * memory other hosts hold before they run. A new version of a memory
+ * empties the mirror's ranges but for those the directory says this host
+ * holds, so unchanged inputs are never sent twice. Payloads are
  * zlib-compressed when the task asks for it, or, in automatic mode, when a
  * sample shrinks.
  */
 #include "comm/comm.h"
+#include "comm/dir.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
 
 #include "reduce/acc.h"
+
+/* Ranges some stub has asked for and not yet received: another stub
+ * needing them waits instead of asking again. */
+typedef struct spans {
+    pm__range_t *r;
+    uint32_t n, cap;
+} spans_t;
 
 typedef struct pm__mirror {
     pm__memory_t mem; /* first, so a task's mems[] entry leads back here */
@@ -28,12 +43,19 @@ typedef struct pm__mirror {
      * insert of `valid` crawl). */
     pm__sub_t *rows;
     uint32_t nrows, caprows;
-    /* Contiguous ranges some stub has asked host 0 for and not yet received:
-     * another stub needing them waits instead of asking again. */
-    pm__range_t *inflight;
-    uint32_t ninflight, capinflight;
+    spans_t inflight;
+    /* Host 0's directory of the memory as the last task brought it: which
+     * host to ask for the ranges other hosts hold. */
+    pm__holders_t away;
     struct pm__mirror *next;
 } pm__mirror_t;
+
+/* Host 0: the directory of a lazy memory. */
+struct pm__place {
+    pthread_mutex_t lock;
+    pm__holders_t away; /* ranges whose current bytes are on other hosts */
+    spans_t inflight;   /* ranges on their way home */
+};
 
 static pthread_mutex_t mirrors_lock = PTHREAD_MUTEX_INITIALIZER;
 static pm__mirror_t *mirrors;
@@ -43,12 +65,18 @@ static pm__mirror_t *mirror_of(pm__memory_t *m)
     return (pm__mirror_t *)m;
 }
 
-pm__memory_t *pm__data_mirror(uint64_t handle, size_t bytes, uint64_t version)
+static pm__mirror_t *find_mirror_locked(uint64_t handle)
 {
-    pthread_mutex_lock(&mirrors_lock);
     pm__mirror_t *mr = mirrors;
     while (mr != NULL && mr->mem.handle != handle)
         mr = mr->next;
+    return mr;
+}
+
+pm__memory_t *pm__data_mirror(uint64_t handle, size_t bytes, uint64_t version, const pm__holders_t *away)
+{
+    pthread_mutex_lock(&mirrors_lock);
+    pm__mirror_t *mr = find_mirror_locked(handle);
     if (mr == NULL) {
         mr = calloc(1, sizeof *mr);
         void *data = calloc(1, bytes ? bytes : 1);
@@ -70,8 +98,13 @@ pm__memory_t *pm__data_mirror(uint64_t handle, size_t bytes, uint64_t version)
         mr->nrows = 0;
         mr->mem.version = version;
     }
+    /* What the directory says this host holds is current here. */
+    int rc = pm__holders_copy(&mr->away, away);
+    for (uint32_t i = 0; i < mr->away.n && rc == 0; i++)
+        if (mr->away.r[i].host == pm__rt.host)
+            rc = pm__acc_cover(&mr->valid, mr->away.r[i].lo, mr->away.r[i].hi);
     pthread_mutex_unlock(&mr->lock);
-    return &mr->mem;
+    return rc == 0 ? &mr->mem : NULL;
 }
 
 static void mirror_free(pm__mirror_t *mr)
@@ -79,7 +112,8 @@ static void mirror_free(pm__mirror_t *mr)
     pthread_mutex_destroy(&mr->lock);
     pm__acc_free(&mr->valid);
     free(mr->rows);
-    free(mr->inflight);
+    free(mr->inflight.r);
+    pm__holders_free(&mr->away);
     free(mr->mem.data);
     free(mr);
 }
@@ -109,6 +143,119 @@ void pm__data_free_mirrors(void)
         mirror_free(mr);
     }
     pthread_mutex_unlock(&mirrors_lock);
+}
+
+/* ---- host 0: the directory ---------------------------------------------- */
+
+int pm__data_set_lazy(pm__memory_t *m, bool lazy)
+{
+    if (lazy && m->place == NULL) {
+        struct pm__place *p = calloc(1, sizeof *p);
+        if (p == NULL)
+            return PM_ENOMEM;
+        pthread_mutex_init(&p->lock, NULL);
+        m->place = p;
+    }
+    m->lazy = lazy;
+    return 0;
+}
+
+void pm__data_place_free(pm__memory_t *m)
+{
+    struct pm__place *p = m->place;
+    if (p == NULL)
+        return;
+    pthread_mutex_destroy(&p->lock);
+    pm__holders_free(&p->away);
+    free(p->inflight.r);
+    free(p);
+    m->place = NULL;
+}
+
+bool pm__data_is_away(pm__memory_t *m)
+{
+    struct pm__place *p = m->place;
+    if (p == NULL)
+        return false;
+    pthread_mutex_lock(&p->lock);
+    bool away = p->away.n > 0;
+    pthread_mutex_unlock(&p->lock);
+    return away;
+}
+
+void pm__data_forget_away(pm__memory_t *m)
+{
+    struct pm__place *p = m->place;
+    if (p == NULL)
+        return;
+    pthread_mutex_lock(&p->lock);
+    p->away.n = 0;
+    pthread_mutex_unlock(&p->lock);
+}
+
+static void home_rows(pm__memory_t *m, uint64_t off, uint64_t block, uint64_t stride, uint64_t count)
+{
+    struct pm__place *p = m->place;
+    if (p == NULL)
+        return;
+    pthread_mutex_lock(&p->lock);
+    for (uint64_t q = 0; q < count && p->away.n > 0; q++) {
+        uint64_t lo = off + q * stride;
+        if (pm__holders_touch(&p->away, lo, lo + block) &&
+            pm__holders_set(&p->away, lo, lo + block, 0) != 0)
+            pm__error("out of memory updating the directory of copies; results may be stale");
+    }
+    pthread_mutex_unlock(&p->lock);
+}
+
+void pm__data_home_range(pm__memory_t *m, uint64_t lo, uint64_t hi)
+{
+    if (hi > lo)
+        home_rows(m, lo, hi - lo, 0, 1);
+}
+
+void pm__data_home_wrote(pm__task_t *t, uint64_t chunk)
+{
+    const pm__chunk_subs_t *cs = t->chunk_subs ? &t->chunk_subs[chunk] : NULL;
+    for (uint32_t i = 0; cs != NULL && i < cs->n; i++) {
+        const pm__sub_t *r = &cs->recs[i];
+        if ((r->access & PM_WRITE) && t->desc.mem[r->mem].reduce == PM_REDUCE_NONE)
+            home_rows(t->mems[r->mem], r->offset, r->block, r->stride, r->count);
+    }
+}
+
+/* Host 0, starting a task: its directory entries, for the other hosts. */
+void pm__data_put_away(pm__wbuf_t *b, pm__memory_t *m)
+{
+    struct pm__place *p = m->place;
+    if (p == NULL) {
+        pm__wbuf_u64(b, 0);
+        return;
+    }
+    pthread_mutex_lock(&p->lock);
+    pm__wbuf_u64(b, p->away.n);
+    for (uint32_t i = 0; i < p->away.n; i++) {
+        pm__wbuf_u64(b, p->away.r[i].lo);
+        pm__wbuf_u64(b, p->away.r[i].hi);
+        pm__wbuf_i32(b, p->away.r[i].host);
+    }
+    pthread_mutex_unlock(&p->lock);
+}
+
+int pm__data_get_away(pm__rbuf_t *m, uint64_t bytes, pm__holders_t *away)
+{
+    uint64_t n = pm__rbuf_u64(m), prev = 0;
+    away->n = 0;
+    for (uint64_t i = 0; i < n && !m->bad; i++) {
+        uint64_t lo = pm__rbuf_u64(m), hi = pm__rbuf_u64(m);
+        int32_t host = pm__rbuf_i32(m);
+        if (m->bad || lo < prev || lo >= hi || hi > bytes || host <= 0 || host >= pm__rt.nhosts)
+            return PM_EINVAL;
+        if (pm__holders_set(away, lo, hi, host) != 0)
+            return PM_ENOMEM;
+        prev = hi;
+    }
+    return m->bad ? PM_EINVAL : 0;
 }
 
 /* ---- payloads ------------------------------------------------------------ */
@@ -143,11 +290,13 @@ static unsigned bulk_flags(const pm__task_t *t)
 }
 
 /* Each host counts the payloads it receives from another host: raw bytes
- * and bytes on the wire. */
-void pm__data_count(pm__task_t *t, uint64_t raw, uint64_t wire)
+ * and bytes on the wire, and the raw bytes by the host they came from. */
+void pm__data_count(pm__task_t *t, int src, uint64_t raw, uint64_t wire)
 {
     atomic_fetch_add(&t->bytes_moved, raw);
     atomic_fetch_add(&t->bytes_sent, wire);
+    if (t->xbytes != NULL && src >= 0 && src < pm__rt.nhosts)
+        atomic_fetch_add(&t->xbytes[src], raw);
 }
 
 static void put_payload(pm__wbuf_t *b, pm__task_t *t, const unsigned char *raw, size_t n)
@@ -170,7 +319,7 @@ static void put_payload(pm__wbuf_t *b, pm__task_t *t, const unsigned char *raw, 
 }
 
 /* The raw bytes of a payload; *owned says whether the caller frees them. */
-static const unsigned char *get_payload(pm__rbuf_t *m, pm__task_t *t, size_t *n, bool *owned)
+static const unsigned char *get_payload(pm__rbuf_t *m, pm__task_t *t, int src, size_t *n, bool *owned)
 {
     uint64_t raw = pm__rbuf_u64(m);
     int32_t z = pm__rbuf_i32(m);
@@ -180,7 +329,7 @@ static const unsigned char *get_payload(pm__rbuf_t *m, pm__task_t *t, size_t *n,
     *n = raw;
     if (data == NULL)
         return NULL;
-    pm__data_count(t, raw, sent);
+    pm__data_count(t, src, raw, sent);
     if (!z)
         return raw == sent ? data : NULL;
     unsigned char *out = malloc(raw ? raw : 1);
@@ -285,17 +434,21 @@ static pm__seg_t *recs_segs(const pm__task_t *t, const recs_t *v, int *nseg)
     return segs;
 }
 
-/* ---- fetching a chunk's inputs (other hosts) ------------------------------ */
+/* ---- fetching a chunk's inputs ------------------------------------------- */
 
+/* One request to one host; a chunk's inputs may need several. */
 struct pm__fetch {
     pthread_mutex_t lock;
     pthread_cond_t cv;
     int done, status;
-    pm__task_t *t;
+    int src;
+    pm__task_t *t; /* NULL: gathering a memory home */
+    pm__memory_t *mems[PM_MAX_TASK_MEMORIES];
     recs_t recs;
     /* Strided records land here, then go into the mirrors row by row where
      * the rows are still missing (others may be reading the valid ones). */
     unsigned char *strided;
+    struct pm__fetch *next;
 };
 
 /* Ranges in flight that finished: a stub waiting for another's fetch
@@ -304,50 +457,71 @@ static pthread_mutex_t fill_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t fill_cv = PTHREAD_COND_INITIALIZER;
 static uint64_t fill_gen;
 
-static bool overlaps_inflight(const pm__mirror_t *mr, uint64_t lo, uint64_t hi)
+static bool overlaps_inflight(const spans_t *s, uint64_t lo, uint64_t hi)
 {
-    for (uint32_t i = 0; i < mr->ninflight; i++)
-        if (mr->inflight[i].lo < hi && lo < mr->inflight[i].hi)
+    for (uint32_t i = 0; i < s->n; i++)
+        if (s->r[i].lo < hi && lo < s->r[i].hi)
             return true;
     return false;
 }
 
-static int add_inflight(pm__mirror_t *mr, uint64_t lo, uint64_t hi)
+static int add_inflight(spans_t *s, uint64_t lo, uint64_t hi)
 {
-    if (mr->ninflight == mr->capinflight) {
-        uint32_t cap = mr->capinflight ? mr->capinflight * 2 : 8;
-        pm__range_t *n = realloc(mr->inflight, cap * sizeof *n);
+    if (s->n == s->cap) {
+        uint32_t cap = s->cap ? s->cap * 2 : 8;
+        pm__range_t *n = realloc(s->r, cap * sizeof *n);
         if (n == NULL)
             return PM_ENOMEM;
-        mr->inflight = n;
-        mr->capinflight = cap;
+        s->r = n;
+        s->cap = cap;
     }
-    mr->inflight[mr->ninflight++] = (pm__range_t){lo, hi};
+    s->r[s->n++] = (pm__range_t){lo, hi};
     return 0;
 }
 
-static void drop_inflight(pm__mirror_t *mr, uint64_t lo, uint64_t hi)
+static void drop_inflight(spans_t *s, uint64_t lo, uint64_t hi)
 {
-    for (uint32_t i = 0; i < mr->ninflight; i++)
-        if (mr->inflight[i].lo == lo && mr->inflight[i].hi == hi) {
-            mr->inflight[i] = mr->inflight[--mr->ninflight];
+    for (uint32_t i = 0; i < s->n; i++)
+        if (s->r[i].lo == lo && s->r[i].hi == hi) {
+            s->r[i] = s->r[--s->n];
             return;
         }
 }
 
-/* A missing part [lo, hi): asked for already (then *wait), or asked for now. */
-static int want_part(recs_t *v, int m, pm__mirror_t *mr, uint64_t lo, uint64_t hi, bool *wait)
+/* Asks host h for [lo, hi) of memory m, marking it on its way. */
+static int ask(recs_t *by, int h, int m, spans_t *inflight, uint64_t lo, uint64_t hi)
 {
-    if (overlaps_inflight(mr, lo, hi)) {
+    int rc = add_inflight(inflight, lo, hi);
+    return rc ? rc : recs_add(&by[h], m, lo, hi - lo, 0, 1);
+}
+
+/* A missing part [lo, hi): asked for already (then *wait), or asked for
+ * now, of the holders `away` lists and of host 0 for the rest. */
+static int want_part(recs_t *by, int m, pm__mirror_t *mr, uint64_t lo, uint64_t hi, bool *wait)
+{
+    if (overlaps_inflight(&mr->inflight, lo, hi)) {
         *wait = true;
         return 0;
     }
-    int rc = add_inflight(mr, lo, hi);
-    return rc ? rc : recs_add(v, m, lo, hi - lo, 0, 1);
+    const pm__holders_t *away = &mr->away;
+    uint64_t pos = lo;
+    int rc = 0;
+    for (uint32_t i = pm__holders_find(away, lo); i < away->n && away->r[i].lo < hi && rc == 0; i++) {
+        const pm__held_t *e = &away->r[i];
+        if (e->lo > pos)
+            rc = ask(by, 0, m, &mr->inflight, pos, e->lo);
+        uint64_t a = e->lo > pos ? e->lo : pos, b = e->hi < hi ? e->hi : hi;
+        if (rc == 0)
+            rc = ask(by, e->host, m, &mr->inflight, a, b);
+        pos = b;
+    }
+    if (pos < hi && rc == 0)
+        rc = ask(by, 0, m, &mr->inflight, pos, hi);
+    return rc;
 }
 
 /* Adds the parts of [lo, hi) of memory m that the mirror lacks (mirror locked). */
-static int add_missing(recs_t *v, int m, pm__mirror_t *mr, uint64_t lo, uint64_t hi, bool *wait)
+static int add_missing(recs_t *by, int m, pm__mirror_t *mr, uint64_t lo, uint64_t hi, bool *wait)
 {
     const pm__acc_t *valid = &mr->valid;
     uint64_t pos = lo;
@@ -358,11 +532,28 @@ static int add_missing(recs_t *v, int m, pm__mirror_t *mr, uint64_t lo, uint64_t
         if (valid->cov[i].lo >= hi)
             break;
         if (valid->cov[i].lo > pos)
-            rc = want_part(v, m, mr, pos, valid->cov[i].lo, wait);
+            rc = want_part(by, m, mr, pos, valid->cov[i].lo, wait);
         pos = valid->cov[i].hi;
     }
     if (pos < hi && rc == 0)
-        rc = want_part(v, m, mr, pos, hi, wait);
+        rc = want_part(by, m, mr, pos, hi, wait);
+    return rc;
+}
+
+/* Host 0: adds the parts of [lo, hi) of memory m that other hosts hold
+ * (place locked). */
+static int add_away(recs_t *by, int m, struct pm__place *p, uint64_t lo, uint64_t hi, bool *wait)
+{
+    int rc = 0;
+    for (uint32_t i = pm__holders_find(&p->away, lo); i < p->away.n && p->away.r[i].lo < hi && rc == 0; i++) {
+        const pm__held_t *e = &p->away.r[i];
+        uint64_t a = e->lo > lo ? e->lo : lo, b = e->hi < hi ? e->hi : hi;
+        if (overlaps_inflight(&p->inflight, a, b)) {
+            *wait = true;
+            continue;
+        }
+        rc = ask(by, e->host, m, &p->inflight, a, b);
+    }
     return rc;
 }
 
@@ -392,50 +583,88 @@ static void add_rows(pm__mirror_t *mr, const rec_t *r)
                                         .count = r->count};
 }
 
-/* What chunk `chunk` reads and this host's mirrors lack; *wait when some of
- * it is on its way for another stub. */
-static int missing_reads(pm__task_t *t, uint64_t chunk, recs_t *out, bool *wait)
+/* A strided read: on another host, one record from host 0 unless some of
+ * it is held elsewhere; then, and on host 0, row by row into `want`. */
+static int strided_read(pm__task_t *t, const pm__sub_t *r, recs_t *by, pm__acc_t *want)
+{
+    uint64_t hi = r->offset + (r->count - 1) * r->stride + r->block;
+    bool rows = false, have = false;
+    if (t->remote) {
+        pm__mirror_t *mr = mirror_of(t->mems[r->mem]);
+        pthread_mutex_lock(&mr->lock);
+        have = have_rows(mr, r->offset, r->block, r->stride, r->count);
+        rows = !have && pm__holders_touch(&mr->away, r->offset, hi);
+        pthread_mutex_unlock(&mr->lock);
+        if (!have && !rows)
+            return recs_add(&by[0], r->mem, r->offset, r->block, r->stride, r->count);
+    } else {
+        rows = pm__data_is_away(t->mems[r->mem]);
+    }
+    return rows ? pm__acc_apply_rows(want, r->offset, r->block, r->stride, r->count, true) : 0;
+}
+
+/* What chunk `chunk` reads and this host lacks, by the host to ask; *wait
+ * when some of it is on its way for another stub. */
+static int missing_reads(pm__task_t *t, uint64_t chunk, recs_t *by, bool *wait)
 {
     const pm__chunk_subs_t *cs = &t->chunk_subs[chunk];
     pm__acc_t want[PM_MAX_TASK_MEMORIES] = {{0}};
     int rc = 0;
     for (uint32_t i = 0; i < cs->n && rc == 0; i++) {
         const pm__sub_t *r = &cs->recs[i];
-        if (!(r->access & PM_READ))
+        if (!(r->access & PM_READ) || (!t->remote && t->mems[r->mem]->place == NULL))
             continue;
-        if (r->count == 1) {
+        if (r->count == 1)
             rc = pm__acc_cover(&want[r->mem], r->offset, r->offset + r->block);
-            continue;
-        }
-        pm__mirror_t *mr = mirror_of(t->mems[r->mem]);
-        pthread_mutex_lock(&mr->lock);
-        bool have = have_rows(mr, r->offset, r->block, r->stride, r->count);
-        pthread_mutex_unlock(&mr->lock);
-        if (!have)
-            rc = recs_add(out, r->mem, r->offset, r->block, r->stride, r->count);
+        else
+            rc = strided_read(t, r, by, &want[r->mem]);
     }
     for (int m = 0; m < t->desc.nmem; m++) {
-        pm__mirror_t *mr = mirror_of(t->mems[m]);
-        pthread_mutex_lock(&mr->lock);
-        for (uint32_t i = 0; i < want[m].ncov && rc == 0; i++)
-            rc = add_missing(out, m, mr, want[m].cov[i].lo, want[m].cov[i].hi, wait);
-        pthread_mutex_unlock(&mr->lock);
-        pm__acc_free(&want[m]);
+        if (want[m].ncov == 0)
+            continue;
+        if (t->remote) {
+            pm__mirror_t *mr = mirror_of(t->mems[m]);
+            pthread_mutex_lock(&mr->lock);
+            for (uint32_t i = 0; i < want[m].ncov && rc == 0; i++)
+                rc = add_missing(by, m, mr, want[m].cov[i].lo, want[m].cov[i].hi, wait);
+            pthread_mutex_unlock(&mr->lock);
+        } else {
+            struct pm__place *p = t->mems[m]->place;
+            pthread_mutex_lock(&p->lock);
+            for (uint32_t i = 0; i < want[m].ncov && rc == 0; i++)
+                rc = add_away(by, m, p, want[m].cov[i].lo, want[m].cov[i].hi, wait);
+            pthread_mutex_unlock(&p->lock);
+        }
     }
+    for (int m = 0; m < t->desc.nmem; m++)
+        pm__acc_free(&want[m]);
     return rc;
 }
 
-static void done_inflight(const pm__fetch_t *f)
+/* The contiguous records of a fetch are no longer on their way. */
+static void drop_recs(pm__memory_t *const *mems, const recs_t *v)
 {
-    for (size_t i = 0; i < f->recs.n; i++) {
-        const rec_t *r = &f->recs.r[i];
+    for (size_t i = 0; i < v->n; i++) {
+        const rec_t *r = &v->r[i];
         if (r->count != 1)
             continue;
-        pm__mirror_t *mr = mirror_of(f->t->mems[r->m]);
-        pthread_mutex_lock(&mr->lock);
-        drop_inflight(mr, r->offset, r->offset + r->block);
-        pthread_mutex_unlock(&mr->lock);
+        pthread_mutex_t *lock;
+        spans_t *s;
+        if (pm__rt.host == 0) {
+            lock = &mems[r->m]->place->lock;
+            s = &mems[r->m]->place->inflight;
+        } else {
+            lock = &mirror_of(mems[r->m])->lock;
+            s = &mirror_of(mems[r->m])->inflight;
+        }
+        pthread_mutex_lock(lock);
+        drop_inflight(s, r->offset, r->offset + r->block);
+        pthread_mutex_unlock(lock);
     }
+}
+
+static void fill_moved(void)
+{
     pthread_mutex_lock(&fill_lock);
     fill_gen++;
     pthread_cond_broadcast(&fill_cv);
@@ -451,46 +680,108 @@ static void fetch_free(pm__fetch_t *f)
     free(f);
 }
 
-/* Asks host 0 for what the chunk reads and the mirrors lack, without
- * waiting; *out is NULL when nothing needs asking for. */
-static int fetch_begin(pm__task_t *t, uint64_t chunk, pm__fetch_t **out, bool *wait)
+/* Sends one request per host that by[] names (taking its records); *out
+ * lists the requests. Nothing is sent when one cannot be made. */
+static int send_fetches(pm__task_t *t, pm__memory_t *const *mems, int nmem, recs_t *by,
+                        unsigned flags, pm__fetch_t **out)
 {
+    pm__fetch_t *list = NULL;
     *out = NULL;
-    pm__fetch_t *f = calloc(1, sizeof *f);
-    if (f == NULL)
-        return PM__FAIL(PM_ENOMEM, "out of memory fetching inputs");
-    f->t = t;
-    pthread_mutex_init(&f->lock, NULL);
-    pthread_cond_init(&f->cv, NULL);
-    int rc = missing_reads(t, chunk, &f->recs, wait);
-    if (rc != 0 || f->recs.n == 0) {
-        done_inflight(f);
-        fetch_free(f);
-        if (rc != 0)
-            pm__task_fail(t, rc, chunk * t->grain, "out of memory listing the inputs of chunk %llu",
-                          (unsigned long long)chunk);
-        return rc;
+    for (int h = 0; h < pm__rt.nhosts; h++) {
+        if (by[h].n == 0)
+            continue;
+        pm__fetch_t *f = calloc(1, sizeof *f);
+        if (f == NULL) {
+            while (list != NULL) {
+                pm__fetch_t *next = list->next;
+                by[list->src] = list->recs;
+                list->recs = (recs_t){0};
+                fetch_free(list);
+                list = next;
+            }
+            return PM_ENOMEM;
+        }
+        f->t = t;
+        f->src = h;
+        memcpy(f->mems, mems, sizeof mems[0] * (size_t)nmem);
+        pthread_mutex_init(&f->lock, NULL);
+        pthread_cond_init(&f->cv, NULL);
+        f->next = list;
+        list = f;
     }
-    pm__wbuf_t b = {0};
-    pm__wbuf_u64(&b, t->seq);
-    pm__wbuf_u64(&b, (uint64_t)(uintptr_t)f);
-    recs_put(&b, &f->recs);
-    pm__comm_expect(1);
-    pm__comm_send(0, PM__TAG_DATA_REQ, &b);
-    *out = f;
+    for (pm__fetch_t *f = list; f != NULL; f = f->next) {
+        f->recs = by[f->src];
+        by[f->src] = (recs_t){0};
+        pm__wbuf_t b = {0};
+        pm__wbuf_u64(&b, (uint64_t)(uintptr_t)f);
+        pm__wbuf_i32(&b, (int32_t)flags);
+        pm__wbuf_u64(&b, f->recs.n);
+        for (size_t i = 0; i < f->recs.n; i++) {
+            const rec_t *r = &f->recs.r[i];
+            pm__wbuf_u64(&b, mems[r->m]->handle);
+            pm__wbuf_u64(&b, r->offset);
+            pm__wbuf_u64(&b, r->block);
+            pm__wbuf_u64(&b, r->stride);
+            pm__wbuf_u64(&b, r->count);
+        }
+        pm__comm_expect(1);
+        pm__comm_send(f->src, PM__TAG_DATA_REQ, &b);
+    }
+    *out = list;
     return 0;
 }
 
-/* Waits for a fetch's bytes and frees it. */
+static void free_by(pm__memory_t *const *mems, recs_t *by)
+{
+    for (int h = 0; h < pm__rt.nhosts; h++) {
+        drop_recs(mems, &by[h]);
+        free(by[h].r);
+    }
+    free(by);
+}
+
+/* Asks for what the chunk reads and this host lacks, without waiting;
+ * *out is NULL when nothing needs asking for. */
+static int fetch_begin(pm__task_t *t, uint64_t chunk, pm__fetch_t **out, bool *wait)
+{
+    *out = NULL;
+    recs_t *by = calloc((size_t)pm__rt.nhosts, sizeof *by);
+    int rc = by == NULL ? PM_ENOMEM : missing_reads(t, chunk, by, wait);
+    if (rc == 0)
+        rc = send_fetches(t, t->mems, t->desc.nmem, by, bulk_flags(t), out);
+    if (by != NULL)
+        free_by(t->mems, by);
+    if (rc != 0) {
+        fill_moved();
+        pm__task_fail(t, rc, chunk * t->grain, "out of memory asking for the inputs of chunk %llu",
+                      (unsigned long long)chunk);
+    }
+    return rc;
+}
+
+/* Waits for every request of a fetch and frees them; the first failure. */
+static int fetch_wait(pm__fetch_t *f)
+{
+    int status = 0;
+    while (f != NULL) {
+        pthread_mutex_lock(&f->lock);
+        while (!f->done)
+            pthread_cond_wait(&f->cv, &f->lock);
+        pthread_mutex_unlock(&f->lock);
+        if (status == 0)
+            status = f->status;
+        drop_recs(f->mems, &f->recs);
+        pm__fetch_t *next = f->next;
+        fetch_free(f);
+        f = next;
+    }
+    fill_moved();
+    return status;
+}
+
 static int fetch_end(pm__task_t *t, uint64_t chunk, pm__fetch_t *f)
 {
-    pthread_mutex_lock(&f->lock);
-    while (!f->done)
-        pthread_cond_wait(&f->cv, &f->lock);
-    pthread_mutex_unlock(&f->lock);
-    int status = f->status;
-    done_inflight(f);
-    fetch_free(f);
+    int status = fetch_wait(f);
     if (status != 0)
         pm__task_fail(t, status, chunk * t->grain, "host %d could not fetch the inputs of chunk %llu (%s)",
                       pm__rt.host, (unsigned long long)chunk, pm_strerror(status));
@@ -534,37 +825,137 @@ int pm__data_fetch(pm__task_t *t, uint64_t chunk, pm__fetch_t *started)
     }
 }
 
-/* Host 0: sends the requested ranges straight from the memories. */
+int pm__data_home_fetch(pm__task_t *t, uint64_t chunk)
+{
+    return pm__data_fetch(t, chunk, NULL);
+}
+
+int pm__data_gather(pm__memory_t *m)
+{
+    struct pm__place *p = m->place;
+    if (p == NULL)
+        return 0;
+    recs_t *by = calloc((size_t)pm__rt.nhosts, sizeof *by);
+    if (by == NULL)
+        return PM_ENOMEM;
+    pm__memory_t *mems[1] = {m};
+    int rc = 0;
+    pthread_mutex_lock(&p->lock);
+    for (uint32_t i = 0; i < p->away.n && rc == 0; i++) {
+        const pm__held_t *e = &p->away.r[i];
+        rc = ask(by, e->host, 0, &p->inflight, e->lo, e->hi);
+    }
+    pthread_mutex_unlock(&p->lock);
+    pm__fetch_t *f = NULL;
+    if (rc == 0)
+        rc = send_fetches(NULL, mems, 1, by, 0, &f);
+    free_by(mems, by);
+    int status = fetch_wait(f);
+    return rc ? rc : status;
+}
+
+/* The base and size of the memory (host 0) or mirror (other hosts) a
+ * request names; NULL when this host has none. */
+static unsigned char *resolve(uint64_t handle, uint64_t *bytes)
+{
+    unsigned char *base = NULL;
+    if (pm__rt.host == 0) {
+        pthread_mutex_lock(&pm__rt.lock);
+        pm__memory_t *m = pm__memory_lookup_locked((pm_memory_t){handle});
+        if (m != NULL) {
+            base = m->data;
+            *bytes = m->bytes;
+        }
+        pthread_mutex_unlock(&pm__rt.lock);
+    } else {
+        pthread_mutex_lock(&mirrors_lock);
+        pm__mirror_t *mr = find_mirror_locked(handle);
+        if (mr != NULL) {
+            base = mr->mem.data;
+            *bytes = mr->mem.bytes;
+        }
+        pthread_mutex_unlock(&mirrors_lock);
+    }
+    return base;
+}
+
+/* The requested records as segments of this host's memories or mirrors. */
+static int req_segs(pm__rbuf_t *m, pm__seg_t **out, int *nseg)
+{
+    uint64_t n = pm__rbuf_u64(m);
+    pm__seg_t *segs = NULL;
+    size_t k = 0, cap = 0;
+    int rc = 0;
+    for (uint64_t i = 0; i < n && rc == 0; i++) {
+        uint64_t handle = pm__rbuf_u64(m), off = pm__rbuf_u64(m), block = pm__rbuf_u64(m);
+        uint64_t stride = pm__rbuf_u64(m), count = pm__rbuf_u64(m), bytes = 0;
+        unsigned char *base = m->bad ? NULL : resolve(handle, &bytes);
+        if (m->bad || count == 0)
+            rc = PM_EINVAL;
+        else if (base == NULL)
+            rc = PM_EBADHANDLE;
+        else if (block > bytes || (count > 1 && stride > bytes / (count - 1)) || off > bytes ||
+                 off + (count - 1) * stride + block > bytes || k + count > INT32_MAX)
+            rc = PM_ERANGE;
+        for (uint64_t q = 0; q < count && rc == 0; q++) {
+            unsigned char *p = base + off + q * stride;
+            if (k > 0 && (unsigned char *)segs[k - 1].p + segs[k - 1].n == p) {
+                segs[k - 1].n += block;
+                continue;
+            }
+            if (k == cap) {
+                size_t c = cap ? cap * 2 : 16;
+                pm__seg_t *ns = realloc(segs, c * sizeof *ns);
+                if (ns == NULL) {
+                    rc = PM_ENOMEM;
+                    break;
+                }
+                segs = ns;
+                cap = c;
+            }
+            segs[k++] = (pm__seg_t){p, block};
+        }
+    }
+    if (rc != 0) {
+        free(segs);
+        return rc;
+    }
+    *out = segs;
+    *nseg = (int)k;
+    return 0;
+}
+
+/* Any host: sends the requested ranges straight from its memories or
+ * mirrors. Host 0's memories live while the asking task runs; a mirror
+ * lives until its memory is released, which waits for every task using it,
+ * and no task writes a range in it while another host may ask for it. */
 void pm__data_on_req(int src, pm__rbuf_t *m)
 {
-    uint64_t seq = pm__rbuf_u64(m), cookie = pm__rbuf_u64(m);
-    pthread_mutex_lock(&pm__rt.lock);
-    pm__task_t *t = m->bad ? NULL : pm__task_find_locked(seq);
-    pthread_mutex_unlock(&pm__rt.lock);
-    recs_t v = {0};
-    int rc = t ? recs_get(m, t, &v) : PM_EINVAL;
+    uint64_t cookie = pm__rbuf_u64(m);
+    unsigned flags = (unsigned)pm__rbuf_i32(m) & (PM__BULK_ZLIB | PM__BULK_ZLIB_AUTO);
+    pm__seg_t *segs = NULL;
     int nseg = 0;
-    pm__seg_t *segs = rc == 0 ? recs_segs(t, &v, &nseg) : NULL;
-    if (rc == 0 && segs == NULL)
-        rc = PM_ENOMEM;
+    int rc = m->bad ? PM_EINVAL : req_segs(m, &segs, &nseg);
     pm__wbuf_t b = {0};
     pm__wbuf_u64(&b, cookie);
     pm__wbuf_i32(&b, rc);
-    /* The task lives until this host has the chunk's report, which comes
-     * after these bytes landed: they may be sent from the memory itself. */
-    pm__comm_send_bulk(src, PM__TAG_DATA_REPLY, &b, segs, nseg, t ? bulk_flags(t) : 0, NULL, NULL);
+    pm__comm_send_bulk(src, PM__TAG_DATA_REPLY, &b, segs, nseg, flags, NULL, NULL);
     free(segs);
-    free(v.r);
 }
 
 /* Strided rows that landed in f->strided go into the mirrors where they
- * are still missing; contiguous ranges, received in place, become valid. */
+ * are still missing; contiguous ranges, received in place, become valid
+ * (on host 0: home again). */
 static void fill_mirrors(pm__fetch_t *f)
 {
     const unsigned char *in = f->strided;
     for (size_t i = 0; i < f->recs.n; i++) {
         const rec_t *r = &f->recs.r[i];
-        pm__mirror_t *mr = mirror_of(f->t->mems[r->m]);
+        if (pm__rt.host == 0) {
+            pm__data_home_range(f->mems[r->m], r->offset, r->offset + r->block);
+            continue;
+        }
+        pm__mirror_t *mr = mirror_of(f->mems[r->m]);
         unsigned char *base = mr->mem.data;
         pthread_mutex_lock(&mr->lock);
         if (r->count == 1) {
@@ -601,7 +992,8 @@ static void reply_landed(void *arg, int status, uint64_t raw, uint64_t wire)
     pm__fetch_t *f = arg;
     if (status == 0) {
         fill_mirrors(f);
-        pm__data_count(f->t, raw, wire);
+        if (f->t != NULL)
+            pm__data_count(f->t, f->src, raw, wire);
     }
     fetch_complete(f, status ? PM_EHOST : 0);
 }
@@ -624,7 +1016,7 @@ static pm__seg_t *reply_segs(pm__fetch_t *f, int *nseg)
     for (size_t i = 0; i < f->recs.n; i++) {
         const rec_t *r = &f->recs.r[i];
         if (r->count == 1) {
-            segs[i] = (pm__seg_t){(unsigned char *)f->t->mems[r->m]->data + r->offset, r->block};
+            segs[i] = (pm__seg_t){(unsigned char *)f->mems[r->m]->data + r->offset, r->block};
         } else {
             segs[i] = (pm__seg_t){at, r->block * r->count};
             at += r->block * r->count;
@@ -659,30 +1051,59 @@ void pm__data_on_reply(int src, pm__rbuf_t *m)
 
 int pm__data_put_writes(pm__wbuf_t *b, pm__task_t *t, uint64_t chunk, pm__seg_t **segs, int *nseg)
 {
-    recs_t v = {0};
+    recs_t v = {0}, kept = {0};
     *segs = NULL;
     *nseg = 0;
     if (t->chunk_subs != NULL && t->chunk_subs[chunk].start != NULL) {
         const pm__chunk_subs_t *cs = &t->chunk_subs[chunk];
         for (uint32_t i = 0; i < cs->n; i++) {
             const pm__sub_t *r = &cs->recs[i];
-            if ((r->access & PM_WRITE) && t->desc.mem[r->mem].reduce == PM_REDUCE_NONE &&
-                recs_add(&v, r->mem, r->offset, r->block, r->stride, r->count) != 0)
+            if (!(r->access & PM_WRITE) || t->desc.mem[r->mem].reduce != PM_REDUCE_NONE)
+                continue;
+            /* A lazy memory's written ranges stay here: only where they are
+             * goes home, for the directory. */
+            recs_t *to = (t->lazy_mask >> r->mem) & 1 ? &kept : &v;
+            if (recs_add(to, r->mem, r->offset, r->block, r->stride, r->count) != 0)
                 b->oom = true;
         }
     }
     recs_put(b, &v);
+    recs_put(b, &kept);
     *segs = recs_segs(t, &v, nseg);
     if (*segs == NULL)
         b->oom = true;
     free(v.r);
+    free(kept.r);
     return bulk_flags(t);
+}
+
+/* Host 0: host `src` holds these written ranges of lazy memories now. */
+static int note_kept(pm__task_t *t, const recs_t *kept, int src)
+{
+    for (size_t i = 0; i < kept->n; i++) {
+        const rec_t *r = &kept->r[i];
+        struct pm__place *p = t->mems[r->m]->place;
+        if (p == NULL)
+            return PM_EINVAL; /* the memory was never lazy */
+        int rc = 0;
+        pthread_mutex_lock(&p->lock);
+        for (uint64_t q = 0; q < r->count && rc == 0; q++)
+            rc = pm__holders_set(&p->away, r->offset + q * r->stride, r->offset + q * r->stride + r->block, src);
+        pthread_mutex_unlock(&p->lock);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
 }
 
 pm__seg_t *pm__data_get_writes(pm__rbuf_t *m, pm__task_t *t, int src, int *nseg)
 {
-    recs_t v = {0};
+    recs_t v = {0}, kept = {0};
     int rc = recs_get(m, t, &v);
+    if (rc == 0)
+        rc = recs_get(m, t, &kept);
+    if (rc == 0)
+        rc = note_kept(t, &kept, src);
     pm__seg_t *segs = rc == 0 ? recs_segs(t, &v, nseg) : NULL;
     if (rc == 0 && segs == NULL)
         rc = PM_ENOMEM;
@@ -690,6 +1111,7 @@ pm__seg_t *pm__data_get_writes(pm__rbuf_t *m, pm__task_t *t, int src, int *nseg)
         pm__task_fail(t, PM_EHOST, UINT64_MAX, "host %d sent a chunk's output host 0 could not read (%s)",
                       src, pm_strerror(rc));
     free(v.r);
+    free(kept.r);
     return segs;
 }
 
@@ -722,7 +1144,7 @@ void pm__data_put_accset(pm__wbuf_t *b, pm__task_t *t, const pm__accset_t *acc)
     }
 }
 
-static int get_acc(pm__rbuf_t *m, pm__task_t *t, int mem, pm__acc_t *a)
+static int get_acc(pm__rbuf_t *m, pm__task_t *t, int src, int mem, pm__acc_t *a)
 {
     uint64_t n = pm__rbuf_u64(m), bytes = 0, prev = 0;
     const unsigned char *ranges = pm__rbuf_get(m, n * 16);
@@ -741,7 +1163,7 @@ static int get_acc(pm__rbuf_t *m, pm__task_t *t, int mem, pm__acc_t *a)
     }
     size_t rn;
     bool owned;
-    const unsigned char *raw = get_payload(m, t, &rn, &owned);
+    const unsigned char *raw = get_payload(m, t, src, &rn, &owned);
     if (raw == NULL || rn != bytes) {
         if (owned)
             free((void *)raw);
@@ -762,7 +1184,7 @@ static int get_acc(pm__rbuf_t *m, pm__task_t *t, int mem, pm__acc_t *a)
     return n > 0 && a->data == NULL ? PM_ENOMEM : 0;
 }
 
-pm__accset_t *pm__data_get_accset(pm__rbuf_t *m, pm__task_t *t)
+pm__accset_t *pm__data_get_accset(pm__rbuf_t *m, pm__task_t *t, int src)
 {
     pm__accset_t *acc = pm__accset_new();
     if (acc == NULL)
@@ -770,7 +1192,7 @@ pm__accset_t *pm__data_get_accset(pm__rbuf_t *m, pm__task_t *t)
     for (int mem = 0; mem < t->desc.nmem; mem++) {
         if (t->desc.mem[mem].reduce == PM_REDUCE_NONE)
             continue;
-        if (get_acc(m, t, mem, &acc->acc[mem]) != 0) {
+        if (get_acc(m, t, src, mem, &acc->acc[mem]) != 0) {
             pm__accset_free(t, acc);
             return NULL;
         }

@@ -12,6 +12,7 @@
  * tells every host, which frees its copy.
  */
 #include "comm/comm.h"
+#include "comm/dir.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +39,8 @@ static void send_task(const pm__task_t *t, int h)
         pm__wbuf_i32(&b, t->desc.mem[m].access);
         pm__wbuf_i32(&b, t->desc.mem[m].reduce);
         pm__wbuf_i32(&b, t->desc.mem[m].type);
+        pm__wbuf_i32(&b, (int32_t)((t->lazy_mask >> m) & 1));
+        pm__data_put_away(&b, t->mems[m]);
     }
     pm__wbuf_u64(&b, t->desc.conf_bytes);
     pm__wbuf_put(&b, t->conf, t->desc.conf_bytes);
@@ -62,6 +65,16 @@ static bool sent_to(const pm__task_t *t, int h)
  * stays on host 0 keeps it as it was. */
 void pm__proto_task_started(pm__task_t *t)
 {
+    /* Lazy memories: written ranges stay where written (not reduced ones:
+     * their partials merge on host 0). Host 0's own chunks fetch what other
+     * hosts hold and record what they write. */
+    for (int m = 0; m < t->desc.nmem; m++) {
+        if (t->mems[m]->lazy && t->desc.mem[m].reduce == PM_REDUCE_NONE &&
+            (t->desc.mem[m].access & PM_WRITE))
+            t->lazy_mask |= 1u << m;
+        if (pm__data_is_away(t->mems[m]))
+            t->home_dir = true;
+    }
     for (int h = 1; h < pm__rt.nhosts; h++) {
         if (!sent_to(t, h)) {
             atomic_fetch_sub(&t->outstanding, 1); /* it will not drain; chunks keep this above 0 */
@@ -125,8 +138,11 @@ static void send_drained_locked(pm__task_t *t);
 
 /* Reads a task message into a descriptor; mirrors for its memories. */
 static int read_task(pm__rbuf_t *m, uint64_t *seq, char *name, pm_task_desc_t *d,
-                     pm__memory_t **mems, uint64_t *lo, uint64_t *hi)
+                     pm__memory_t **mems, uint32_t *lazy, uint64_t *lo, uint64_t *hi)
 {
+    pm__holders_t away = {0};
+    int rc = 0;
+    *lazy = 0;
     pm_task_desc_init(d);
     *seq = pm__rbuf_u64(m);
     pm__rbuf_str(m, name, PM__NAME_MAX);
@@ -140,12 +156,19 @@ static int read_task(pm__rbuf_t *m, uint64_t *seq, char *name, pm_task_desc_t *d
         d->mem[i].access = pm__rbuf_i32(m);
         d->mem[i].reduce = pm__rbuf_i32(m);
         d->mem[i].type = pm__rbuf_i32(m);
-        if (m->bad)
-            return PM_EINVAL;
-        mems[i] = pm__data_mirror(handle, bytes, version);
-        if (mems[i] == NULL)
-            return PM_ENOMEM;
+        *lazy |= (uint32_t)(pm__rbuf_i32(m) & 1) << i;
+        rc = m->bad ? PM_EINVAL : pm__data_get_away(m, bytes, &away);
+        if (rc == 0) {
+            mems[i] = pm__data_mirror(handle, bytes, version, &away);
+            if (mems[i] == NULL)
+                rc = PM_ENOMEM;
+        }
+        if (rc != 0) {
+            pm__holders_free(&away);
+            return rc;
+        }
     }
+    pm__holders_free(&away);
     d->conf_bytes = pm__rbuf_u64(m);
     d->conf = pm__rbuf_get(m, d->conf_bytes);
     d->flags = (unsigned)pm__rbuf_i32(m);
@@ -171,8 +194,9 @@ static void start_remote_task(pm__rbuf_t *m)
     pm_task_desc_t d;
     pm__memory_t *mems[PM_MAX_TASK_MEMORIES];
     uint64_t seq, lo, hi;
+    uint32_t lazy;
     pm__task_t *t = NULL;
-    int rc = read_task(m, &seq, name, &d, mems, &lo, &hi);
+    int rc = read_task(m, &seq, name, &d, mems, &lazy, &lo, &hi);
     if (rc != 0) {
         snprintf(why, sizeof why, "host %d could not read the task (%s)", pm__rt.host, pm_strerror(rc));
         goto nack;
@@ -193,6 +217,7 @@ static void start_remote_task(pm__rbuf_t *m)
     if (rc == 0) {
         t->seq = seq;
         t->remote = true;
+        t->lazy_mask = lazy;
         t->lo = lo;
         t->hi = hi;
         memcpy(t->mems, mems, sizeof mems[0] * (size_t)d.nmem);
@@ -690,6 +715,7 @@ typedef struct chunk_report {
     pm__task_t *t;
     uint64_t nsub;
     int32_t kind;
+    int src;
 } chunk_report_t;
 
 static void chunk_landed(void *arg, int status, uint64_t raw, uint64_t wire)
@@ -697,7 +723,7 @@ static void chunk_landed(void *arg, int status, uint64_t raw, uint64_t wire)
     chunk_report_t *c = arg;
     pm__task_t *t = c->t;
     if (status == 0)
-        pm__data_count(t, raw, wire);
+        pm__data_count(t, c->src, raw, wire);
     else
         pm__task_fail(t, PM_EHOST, UINT64_MAX, "a chunk's output from another host did not arrive whole (%s)",
                       pm_strerror(status));
@@ -738,7 +764,7 @@ void pm__proto_on_chunk_done(int src, pm__rbuf_t *m)
         pm__error("out of memory taking a chunk's report from host %d; aborting the job", src);
         abort();
     }
-    *c = (chunk_report_t){t, nsub, kind};
+    *c = (chunk_report_t){t, nsub, kind, src};
     int nseg = 0;
     get_status(m, t, src);
     pm__seg_t *segs = pm__data_get_writes(m, t, src, &nseg);
@@ -788,6 +814,9 @@ static void send_drained_locked(pm__task_t *t)
     if (!b.oom)
         memcpy(b.p + at, &n, sizeof n);
     put_status(&b, t);
+    /* What this host received from each host, so host 0 knows who sent what. */
+    for (int h = 0; h < pm__rt.nhosts; h++)
+        pm__wbuf_u64(&b, t->xbytes ? atomic_load(&t->xbytes[h]) : 0);
     pm__comm_send(0, PM__TAG_DRAINED, &b);
     t->drain_sent = 1;
     /* No stub may find it again; it stays known until host 0 ends it. */
@@ -808,7 +837,7 @@ void pm__proto_on_drained(int src, pm__rbuf_t *m)
     for (uint64_t i = 0; i < n && !m->bad; i++) {
         int level = pm__rbuf_i32(m);
         uint64_t index = pm__rbuf_u64(m);
-        pm__accset_t *acc = pm__data_get_accset(m, t);
+        pm__accset_t *acc = pm__data_get_accset(m, t, src);
         if (acc == NULL) {
             pm__task_fail(t, PM_EHOST, UINT64_MAX, "bad reduce partial from host %d", src);
             continue;
@@ -819,6 +848,14 @@ void pm__proto_on_drained(int src, pm__rbuf_t *m)
                           pm_strerror(rc));
     }
     get_status(m, t, src);
+    int nh = pm__rt.nhosts;
+    for (int h = 0; h < nh && !m->bad; h++) {
+        uint64_t got = pm__rbuf_u64(m);
+        if (t->xbytes != NULL && !m->bad && src > 0 && src < nh) {
+            atomic_fetch_add(&t->xbytes[nh + h], got);
+            atomic_fetch_add(&t->xbytes[2 * nh + src], got);
+        }
+    }
     pm__task_done(t, 1);
 }
 

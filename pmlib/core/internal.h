@@ -98,6 +98,11 @@ typedef struct pm__memory {
      * those readers, or for the writer when there are none. */
     struct pm__task *last_writer;
     pm__reader_t *readers;
+    /* Several hosts (comm/data.c): written ranges stay where written
+     * (pm_memory_set_lazy); host 0's directory of the ranges other hosts
+     * hold (NULL until the memory is made lazy). */
+    bool lazy;
+    struct pm__place *place;
 } pm__memory_t;
 
 /* Looks up a memory under the runtime lock; NULL if the handle is stale. */
@@ -252,6 +257,15 @@ typedef struct pm__task {
     atomic_uchar *done_map; /* host 0: chunks reported done (first report wins) */
     atomic_uint_fast64_t subtasks_remote, subtasks_remote_gpu, steals_remote, bytes_moved, bytes_sent;
     atomic_uint_fast64_t remote_counts[PM__REMOTE_COUNTS]; /* host 0: summed over hosts */
+    /* Lazy memories (comm/data.c): bit m when memory m's writes stay where
+     * written; home_dir (host 0) when a memory of the task had ranges held
+     * by other hosts as it started, so host 0's chunks fetch and record. */
+    uint32_t lazy_mask;
+    bool home_dir;
+    /* Bytes by host (several hosts; 3 x nhosts): [0, n) what this host
+     * received from each host; host 0 also sums the other hosts' reports:
+     * [n, 2n) sent by each host, [2n, 3n) received by each host. */
+    atomic_uint_fast64_t *xbytes;
     pthread_mutex_t redist_lock;
     struct pm__piece *pieces; /* redistributed output, unsorted */
     atomic_uint_fast64_t piece_seq;
@@ -453,6 +467,20 @@ void pm__proto_after_chunk(pm__task_t *t, uint64_t chunk, pm_device_kind_t kind,
 void pm__proto_task_finished(pm__task_t *t);    /* host 0: tell every host */
 void pm__proto_memory_released(uint64_t handle);
 void pm__proto_serve(void);                     /* other hosts: start running tasks */
+/* The directory of copies between hosts (comm/data.c), host 0. */
+int pm__data_set_lazy(pm__memory_t *m, bool lazy);
+/* Brings home every range other hosts hold (no task may use m). */
+int pm__data_gather(pm__memory_t *m);
+bool pm__data_is_away(pm__memory_t *m);
+/* The program wrote m through its pointer: host 0's bytes are current. */
+void pm__data_forget_away(pm__memory_t *m);
+/* [lo, hi) of m was written on host 0. */
+void pm__data_home_range(pm__memory_t *m, uint64_t lo, uint64_t hi);
+/* Host 0's chunks of a task with home_dir: fetch what other hosts hold
+ * before, record what they wrote after. */
+int pm__data_home_fetch(pm__task_t *t, uint64_t chunk);
+void pm__data_home_wrote(pm__task_t *t, uint64_t chunk);
+void pm__data_place_free(pm__memory_t *m);
 
 /* ---- trace (trace/) ----------------------------------------------------- */
 

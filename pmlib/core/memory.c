@@ -90,14 +90,64 @@ int pm_memory_create(size_t bytes, pm_memory_t *memory)
     return 0;
 }
 
+/* Host 0 brings home the ranges of a lazy memory other hosts hold; the
+ * runtime lock is held on entry and on return. */
+static int gather_locked(const char *fn, pm__memory_t *m)
+{
+    if (!pm__data_is_away(m))
+        return 0;
+    if (m->users > 0)
+        return PM__FAIL(PM_EBUSY, "%s: %d unfinished task(s) use this memory; "
+                        "pm_task_wait for them before gathering it", fn, m->users);
+    m->users++; /* no task may start on it, nor may it be released, meanwhile */
+    pthread_mutex_unlock(&pm__rt.lock);
+    int rc = pm__data_gather(m);
+    pthread_mutex_lock(&pm__rt.lock);
+    m->users--;
+    if (rc != 0)
+        return PM__FAIL(rc, "%s: could not bring the memory's ranges home from the hosts holding them (%s)",
+                        fn, pm_strerror(rc));
+    return 0;
+}
+
 void *pm_memory_data(pm_memory_t memory)
 {
     pm__memory_t *m;
     if (lookup("pm_memory_data", memory, &m) != 0)
         return NULL;
-    void *p = m->data;
+    /* A lazy memory no task uses comes home first, so the program sees
+     * what its tasks wrote. */
+    void *p = m->users > 0 || gather_locked("pm_memory_data", m) == 0 ? m->data : NULL;
     pthread_mutex_unlock(&pm__rt.lock);
     return p;
+}
+
+int pm_memory_set_lazy(pm_memory_t memory, int lazy)
+{
+    pm__memory_t *m;
+    int rc = lookup("pm_memory_set_lazy", memory, &m);
+    if (rc != 0)
+        return rc;
+    if (m->users > 0)
+        rc = PM__FAIL(PM_EBUSY, "pm_memory_set_lazy: %d unfinished task(s) use this memory; "
+                      "pm_task_wait for them first", m->users);
+    if (rc == 0 && !lazy)
+        rc = gather_locked("pm_memory_set_lazy", m);
+    if (rc == 0 && pm__data_set_lazy(m, lazy != 0) != 0)
+        rc = PM__FAIL(PM_ENOMEM, "pm_memory_set_lazy: out of memory");
+    pthread_mutex_unlock(&pm__rt.lock);
+    return rc;
+}
+
+int pm_memory_gather(pm_memory_t memory)
+{
+    pm__memory_t *m;
+    int rc = lookup("pm_memory_gather", memory, &m);
+    if (rc != 0)
+        return rc;
+    rc = gather_locked("pm_memory_gather", m);
+    pthread_mutex_unlock(&pm__rt.lock);
+    return rc;
 }
 
 int pm_memory_size(pm_memory_t memory, size_t *bytes)
@@ -135,8 +185,10 @@ int pm_memory_touch(pm_memory_t memory)
     if (m->users > 0)
         rc = PM__FAIL(PM_EBUSY, "pm_memory_touch: %d unfinished task(s) use this memory; "
                       "pm_task_wait for them before writing it", m->users);
-    else
+    else {
         m->version++;
+        pm__data_forget_away(m); /* the program's bytes are the current ones */
+    }
     pthread_mutex_unlock(&pm__rt.lock);
     return rc;
 }
@@ -157,6 +209,7 @@ int pm_memory_release(pm_memory_t memory)
     if (pm__rt.nhosts > 1)
         pm__proto_memory_released(m->handle);
     pthread_mutex_unlock(&pm__rt.lock);
+    pm__data_place_free(m);
     host_free(m);
     free(m);
     return 0;
@@ -168,6 +221,7 @@ void pm__memory_free_all(void)
     for (uint32_t i = 0; i < t->cap; i++) {
         pm__memory_t *m = t->obj[i];
         if (m != NULL) {
+            pm__data_place_free(m);
             host_free(m);
             free(m);
         }

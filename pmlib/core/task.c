@@ -375,6 +375,7 @@ static void task_free(pm__task_t *t)
     free(t->host_lo);
     free(t->host_hi);
     free(t->host_fed);
+    free(t->xbytes);
     if (t->subs_set != NULL) {
         pm__subs_release(t);
     } else if (t->chunk_subs != NULL) {
@@ -426,6 +427,11 @@ int pm__task_create(const pm_task_desc_t *d, const pm__callbacks_t *cbs, pm__tas
     }
     t->desc.conf = t->conf;
     t->desc.callbacks = t->cbs.name;
+    if (pm__rt.nhosts > 1) {
+        t->xbytes = calloc(3 * (size_t)pm__rt.nhosts, sizeof *t->xbytes);
+        if (t->xbytes == NULL)
+            goto nomem;
+    }
     if (t->desc.sched == PM_SCHED_DEFAULT)
         t->desc.sched = pm__rt.default_sched;
     /* No sum here may wrap: subtasks may be near 2^64 (checked at submit). */
@@ -976,6 +982,24 @@ static void fill_stats(pm__task_t *t)
     /* Each host counts the bytes it received from another. */
     s->bytes_moved = atomic_load(&t->bytes_moved) + atomic_load(&t->remote_counts[PM__RC_BYTES_MOVED]);
     s->bytes_sent = atomic_load(&t->bytes_sent) + atomic_load(&t->remote_counts[PM__RC_BYTES_SENT]);
+    /* By host: host 0's own receipts by sender, and the other hosts'
+     * reports of theirs (sent by each host, received by each host). */
+    int n = pm__rt.nhosts;
+    uint64_t home_in = 0;
+    for (int h = 0; t->xbytes != NULL && h < n; h++)
+        home_in += atomic_load(&t->xbytes[h]);
+    for (int h = 0; t->xbytes != NULL && h < n; h++) {
+        uint64_t sent = atomic_load(&t->xbytes[n + h]) + atomic_load(&t->xbytes[h]);
+        uint64_t got = atomic_load(&t->xbytes[2 * n + h]) + (h == 0 ? home_in : 0);
+        if (h == 0) {
+            s->bytes_home_sent = sent;
+            s->bytes_home_received = got;
+        }
+        if (sent > s->bytes_host_sent_max)
+            s->bytes_host_sent_max = sent;
+        if (got > s->bytes_host_received_max)
+            s->bytes_host_received_max = got;
+    }
 }
 
 static void release_locked(pm__task_t *t)

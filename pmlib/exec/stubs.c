@@ -165,7 +165,7 @@ static void run_loop(pm__stub_t *s, pm__task_t *t, uint64_t k)
         bool more;
         pm__fetch_t *next_fetch = NULL;
 #if PMLIB_HAVE_CUDA
-        if (s->ops == &pm__cuda_ops && !t->remote && t->running == NULL) {
+        if (s->ops == &pm__cuda_ops && !t->remote && t->running == NULL && !t->home_dir) {
             /* One stream of chunks, so the GPU's pipeline never drains
              * between them; the feed reports each chunk. */
             gpu_feed_t f = {{feed_next, feed_done}, s, t, t0};
@@ -182,6 +182,14 @@ static void run_loop(pm__stub_t *s, pm__task_t *t, uint64_t k)
                 ran_ns = (uint64_t)((pm__now() - r0) * 1e9) + 1;
                 average_in(&t->counts[s->index].run_ns, ran_ns);
             }
+        } else if (t->home_dir) {
+            /* Host 0 with ranges of a lazy memory on other hosts: fetch
+             * what the chunk reads, record what it wrote. */
+            if (pm__data_home_fetch(t, k) == 0) {
+                s->ops->run_chunk(s, t, k);
+                pm__data_home_wrote(t, k);
+            }
+            more = false;
         } else {
             s->ops->run_chunk(s, t, k);
             more = false; /* taken below, after the chunk */
