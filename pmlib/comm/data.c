@@ -448,6 +448,7 @@ struct pm__fetch {
     /* Strided records land here, then go into the mirrors row by row where
      * the rows are still missing (others may be reading the valid ones). */
     unsigned char *strided;
+    double t0; /* asked */
     struct pm__fetch *next;
 };
 
@@ -724,6 +725,7 @@ static int send_fetches(pm__task_t *t, pm__memory_t *const *mems, int nmem, recs
             pm__wbuf_u64(&b, r->stride);
             pm__wbuf_u64(&b, r->count);
         }
+        f->t0 = pm__now();
         pm__comm_expect(1);
         pm__comm_send(f->src, PM__TAG_DATA_REQ, &b);
     }
@@ -994,6 +996,7 @@ static void reply_landed(void *arg, int status, uint64_t raw, uint64_t wire)
         fill_mirrors(f);
         if (f->t != NULL)
             pm__data_count(f->t, f->src, raw, wire);
+        pm__trace_move(f->src, pm__rt.host, f->t ? f->t->seq : 0, raw, f->t0, pm__now());
     }
     fetch_complete(f, status ? PM_EHOST : 0);
 }

@@ -716,15 +716,18 @@ typedef struct chunk_report {
     uint64_t nsub;
     int32_t kind;
     int src;
+    double t0; /* the report arrived */
 } chunk_report_t;
 
 static void chunk_landed(void *arg, int status, uint64_t raw, uint64_t wire)
 {
     chunk_report_t *c = arg;
     pm__task_t *t = c->t;
-    if (status == 0)
+    if (status == 0) {
         pm__data_count(t, c->src, raw, wire);
-    else
+        if (raw > 0)
+            pm__trace_move(c->src, 0, t->seq, raw, c->t0, pm__now());
+    } else
         pm__task_fail(t, PM_EHOST, UINT64_MAX, "a chunk's output from another host did not arrive whole (%s)",
                       pm_strerror(status));
     atomic_fetch_add(&t->subtasks_remote, c->nsub);
@@ -764,7 +767,7 @@ void pm__proto_on_chunk_done(int src, pm__rbuf_t *m)
         pm__error("out of memory taking a chunk's report from host %d; aborting the job", src);
         abort();
     }
-    *c = (chunk_report_t){t, nsub, kind, src};
+    *c = (chunk_report_t){t, nsub, kind, src, pm__trace_on() ? pm__now() : 0};
     int nseg = 0;
     get_status(m, t, src);
     pm__seg_t *segs = pm__data_get_writes(m, t, src, &nseg);

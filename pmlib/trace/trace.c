@@ -1,8 +1,11 @@
 /*
  * PMLIB_TRACE=file.json: a Chrome trace-event file (chrome://tracing,
  * Perfetto) with one track per stub: each chunk of subtasks, each
- * subscribe pass and each fetch of inputs from host 0 is a span, and each
- * task a span on a "tasks" track. The file is written as the program runs:
+ * subscribe pass and each wait for a chunk's inputs is a span, each task a
+ * span on a "tasks" track, and each payload this host received from
+ * another host a span on a "transfers" track (from the request or report
+ * to the last byte landed; its source and destination hosts and bytes as
+ * arguments). The file is written as the program runs:
  * each stub keeps a small buffer of its own spans (no lock on the hot path)
  * and, when it is full, formats them and appends them to the file under a
  * lock, so memory stays bounded however long the program runs.
@@ -25,8 +28,9 @@
 
 typedef struct span {
     double t0, t1;
-    uint64_t task, chunk;
+    uint64_t task, chunk; /* transfers: chunk is the bytes */
     int what;
+    int from, to; /* transfers: hosts */
 } span_t;
 
 typedef struct track {
@@ -39,7 +43,7 @@ static struct {
     FILE *f;
     char *path;
     double origin;
-    track_t *tracks; /* one per stub, then one for tasks */
+    track_t *tracks; /* one per stub, then one for tasks, one for transfers */
     int ntracks;
     pthread_mutex_t tasks_lock; /* the tasks track */
     pthread_mutex_t file_lock;  /* f, written, capped */
@@ -47,7 +51,7 @@ static struct {
     bool capped;
 } T;
 
-static const char *const what_names[] = {"chunk", "subscribe", "fetch", "task"};
+static const char *const what_names[] = {"chunk", "subscribe", "fetch", "task", "transfer"};
 
 int pm__trace_on(void)
 {
@@ -78,7 +82,7 @@ static void write_header(void)
             snprintf(name, sizeof name, "%s %d", pm__rt.stubs[k].ops->name,
                      pm__rt.stubs[k].device_index);
         else
-            snprintf(name, sizeof name, "tasks");
+            snprintf(name, sizeof name, k == pm__rt.nstubs ? "tasks" : "transfers");
         fprintf(T.f, ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"%s\"}}",
                 pm__rt.host, k, name);
     }
@@ -91,7 +95,7 @@ void pm__trace_init(void)
     if (v == NULL || *v == '\0')
         return;
     T.cap = pm__env_uint("PMLIB_TRACE_MAX_MB", "megabytes", 1, UINT64_C(1) << 40, 0) << 20;
-    T.ntracks = pm__rt.nstubs + 1;
+    T.ntracks = pm__rt.nstubs + 2;
     T.tracks = calloc((size_t)T.ntracks, sizeof *T.tracks);
     T.path = host_path(v);
     if (T.tracks == NULL || T.path == NULL) {
@@ -123,7 +127,13 @@ static void flush_track(int k)
     size_t len = 0;
     for (size_t i = 0; i < tr->n; i++) {
         const span_t *sp = &tr->s[i];
-        int w = snprintf(tr->text + len, PM__TRACE_LINE,
+        int w = sp->what == PM__TRACE_MOVE ?
+            snprintf(tr->text + len, PM__TRACE_LINE,
+                     ",\n{\"ph\":\"X\",\"name\":\"transfer\",\"cat\":\"transfer\",\"pid\":%d,\"tid\":%d,"
+                     "\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"task\":%llu,\"from\":%d,\"to\":%d,\"bytes\":%llu}}",
+                     pm__rt.host, k, (sp->t0 - T.origin) * 1e6, (sp->t1 - sp->t0) * 1e6,
+                     (unsigned long long)sp->task, sp->from, sp->to, (unsigned long long)sp->chunk) :
+            snprintf(tr->text + len, PM__TRACE_LINE,
                          ",\n{\"ph\":\"X\",\"name\":\"%s\",\"cat\":\"%s\",\"pid\":%d,\"tid\":%d,"
                          "\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"task\":%llu,\"chunk\":%llu}}",
                          what_names[sp->what], what_names[sp->what], pm__rt.host, k,
@@ -149,16 +159,29 @@ void pm__trace_span(int stub, int what, uint64_t task, uint64_t chunk, double t0
 {
     if (T.f == NULL)
         return;
-    bool shared = stub < 0 || stub >= T.ntracks - 1;
-    int k = shared ? T.ntracks - 1 : stub;
+    bool shared = stub < 0 || stub >= pm__rt.nstubs;
+    int k = shared ? pm__rt.nstubs : stub;
     track_t *tr = &T.tracks[k];
     if (shared)
         pthread_mutex_lock(&T.tasks_lock);
-    tr->s[tr->n++] = (span_t){t0, t1, task, chunk, what};
+    tr->s[tr->n++] = (span_t){t0, t1, task, chunk, what, 0, 0};
     if (tr->n == PM__TRACE_BATCH)
         flush_track(k);
     if (shared)
         pthread_mutex_unlock(&T.tasks_lock);
+}
+
+void pm__trace_move(int from, int to, uint64_t task, uint64_t bytes, double t0, double t1)
+{
+    if (T.f == NULL)
+        return;
+    int k = pm__rt.nstubs + 1;
+    track_t *tr = &T.tracks[k];
+    pthread_mutex_lock(&T.tasks_lock);
+    tr->s[tr->n++] = (span_t){t0, t1, task, bytes, PM__TRACE_MOVE, from, to};
+    if (tr->n == PM__TRACE_BATCH)
+        flush_track(k);
+    pthread_mutex_unlock(&T.tasks_lock);
 }
 
 /* After the stubs stopped: writes what is left, closes the file. */
