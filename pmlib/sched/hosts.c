@@ -137,7 +137,8 @@ static int chunk_sets(const pm__task_t *t, uint64_t c, pm__acc_t *rd, pm__acc_t 
         if (r->access & PM_READ)
             rc = pm__acc_apply_rows(&rd[r->mem], r->offset, r->block, r->stride, r->count, true);
         /* What a lazy memory's chunk writes stays where it ran (comm/data.c). */
-        bool stays = t->mems[r->mem]->lazy && t->desc.mem[r->mem].reduce == PM_REDUCE_NONE;
+        bool stays = t->mems[r->mem] != NULL && t->mems[r->mem]->lazy &&
+                     t->desc.mem[r->mem].reduce == PM_REDUCE_NONE;
         if (rc == 0 && (r->access & PM_WRITE) && !stays)
             rc = pm__acc_apply_rows(&wr[r->mem], r->offset, r->block, r->stride, r->count, true);
     }
