@@ -1434,11 +1434,16 @@ void pm__cuda_run_chunks(pm__stub_t *s, pm__task_t *t, uint64_t chunk, pm__chunk
     run_init(&r, s, t);
     r.feed = feed;
     if (pm__check_mode) {
-        for (bool more = true; more; more = feed != NULL && feed->next(feed, &chunk)) {
+        for (bool more = true; more;) {
             double since = pm__now();
+            uint64_t next = 0;
             pm__host_run_chunk(&r.p->host, s, t, chunk, checked_call);
+            /* The next chunk is taken before this one is reported: the last
+             * report may end the task, and the program may free it. */
+            more = feed != NULL && feed->next(feed, &next);
             if (feed != NULL)
                 feed->done(feed, chunk, since);
+            chunk = next;
         }
         return;
     }
