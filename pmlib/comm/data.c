@@ -384,6 +384,13 @@ static void recs_put(pm__wbuf_t *b, const recs_t *v)
 }
 
 /* Reads records, checking each against the task's memories. */
+/* Whether every row of a record lies inside a memory of `bytes` bytes. */
+static bool rec_fits(const rec_t *r, uint64_t bytes)
+{
+    return r->block <= bytes && (r->count <= 1 || r->stride <= bytes / (r->count - 1)) &&
+           r->offset <= bytes && r->offset + (r->count - 1) * r->stride + r->block <= bytes;
+}
+
 static int recs_get(pm__rbuf_t *m, const pm__task_t *t, recs_t *v)
 {
     uint64_t n = pm__rbuf_u64(m);
@@ -396,9 +403,7 @@ static int recs_get(pm__rbuf_t *m, const pm__task_t *t, recs_t *v)
         r.count = pm__rbuf_u64(m);
         if (m->bad || r.m < 0 || r.m >= t->desc.nmem || r.count == 0)
             return PM_EINVAL;
-        uint64_t bytes = t->mems[r.m]->bytes;
-        if (r.block > bytes || (r.count > 1 && r.stride > bytes / (r.count - 1)) ||
-            r.offset + (r.count - 1) * r.stride + r.block > bytes || r.offset > bytes)
+        if (!rec_fits(&r, t->mems[r.m]->bytes))
             return PM_ERANGE;
         if (recs_add(v, r.m, r.offset, r.block, r.stride, r.count) != 0)
             return PM_ENOMEM;
@@ -406,9 +411,9 @@ static int recs_get(pm__rbuf_t *m, const pm__task_t *t, recs_t *v)
     return m->bad ? PM_EINVAL : 0;
 }
 
-/* The bytes of records as segments of the task's memories (or mirrors),
- * in record order; NULL when out of memory or too many. */
-static pm__seg_t *recs_segs(const pm__task_t *t, const recs_t *v, int *nseg)
+/* The bytes of records as segments, record r's rows counted from
+ * base[r.m], in record order; NULL when out of memory or too many. */
+static pm__seg_t *segs_of(unsigned char *const *base, const recs_t *v, int *nseg)
 {
     uint64_t n = 0;
     for (size_t i = 0; i < v->n; i++)
@@ -421,9 +426,8 @@ static pm__seg_t *recs_segs(const pm__task_t *t, const recs_t *v, int *nseg)
     int k = 0;
     for (size_t i = 0; i < v->n; i++) {
         const rec_t *r = &v->r[i];
-        unsigned char *base = t->mems[r->m]->data;
         for (uint64_t q = 0; q < r->count; q++) {
-            unsigned char *p = base + r->offset + q * r->stride;
+            unsigned char *p = base[r->m] + r->offset + q * r->stride;
             if (k > 0 && (unsigned char *)segs[k - 1].p + segs[k - 1].n == p)
                 segs[k - 1].n += r->block; /* rows end to end: one segment */
             else
@@ -432,6 +436,15 @@ static pm__seg_t *recs_segs(const pm__task_t *t, const recs_t *v, int *nseg)
     }
     *nseg = k;
     return segs;
+}
+
+/* The same in the task's memories (or mirrors). */
+static pm__seg_t *recs_segs(const pm__task_t *t, const recs_t *v, int *nseg)
+{
+    unsigned char *base[PM_MAX_TASK_MEMORIES];
+    for (int m = 0; m < t->desc.nmem; m++)
+        base[m] = t->mems[m]->data;
+    return segs_of(base, v, nseg);
 }
 
 /* ---- fetching a chunk's inputs ------------------------------------------- */
@@ -827,11 +840,6 @@ int pm__data_fetch(pm__task_t *t, uint64_t chunk, pm__fetch_t *started)
     }
 }
 
-int pm__data_home_fetch(pm__task_t *t, uint64_t chunk)
-{
-    return pm__data_fetch(t, chunk, NULL);
-}
-
 int pm__data_gather(pm__memory_t *m)
 {
     struct pm__place *p = m->place;
@@ -881,50 +889,41 @@ static unsigned char *resolve(uint64_t handle, uint64_t *bytes)
     return base;
 }
 
-/* The requested records as segments of this host's memories or mirrors. */
+/* The requested records as segments of this host's memories or mirrors
+ * (record i's rows counted from base[i]). */
 static int req_segs(pm__rbuf_t *m, pm__seg_t **out, int *nseg)
 {
     uint64_t n = pm__rbuf_u64(m);
-    pm__seg_t *segs = NULL;
-    size_t k = 0, cap = 0;
-    int rc = 0;
+    if (m->bad || n > INT32_MAX)
+        return PM_EINVAL;
+    recs_t v = {0};
+    unsigned char **base = malloc((size_t)(n ? n : 1) * sizeof *base);
+    int rc = base == NULL ? PM_ENOMEM : 0;
+    uint64_t rows = 0;
     for (uint64_t i = 0; i < n && rc == 0; i++) {
-        uint64_t handle = pm__rbuf_u64(m), off = pm__rbuf_u64(m), block = pm__rbuf_u64(m);
-        uint64_t stride = pm__rbuf_u64(m), count = pm__rbuf_u64(m), bytes = 0;
-        unsigned char *base = m->bad ? NULL : resolve(handle, &bytes);
-        if (m->bad || count == 0)
+        uint64_t handle = pm__rbuf_u64(m), bytes = 0;
+        rec_t r = {.m = (int32_t)i};
+        r.offset = pm__rbuf_u64(m);
+        r.block = pm__rbuf_u64(m);
+        r.stride = pm__rbuf_u64(m);
+        r.count = pm__rbuf_u64(m);
+        base[i] = m->bad ? NULL : resolve(handle, &bytes);
+        rows += r.count;
+        if (m->bad || r.count == 0)
             rc = PM_EINVAL;
-        else if (base == NULL)
+        else if (base[i] == NULL)
             rc = PM_EBADHANDLE;
-        else if (block > bytes || (count > 1 && stride > bytes / (count - 1)) || off > bytes ||
-                 off + (count - 1) * stride + block > bytes || k + count > INT32_MAX)
+        else if (!rec_fits(&r, bytes) || rows > INT32_MAX)
             rc = PM_ERANGE;
-        for (uint64_t q = 0; q < count && rc == 0; q++) {
-            unsigned char *p = base + off + q * stride;
-            if (k > 0 && (unsigned char *)segs[k - 1].p + segs[k - 1].n == p) {
-                segs[k - 1].n += block;
-                continue;
-            }
-            if (k == cap) {
-                size_t c = cap ? cap * 2 : 16;
-                pm__seg_t *ns = realloc(segs, c * sizeof *ns);
-                if (ns == NULL) {
-                    rc = PM_ENOMEM;
-                    break;
-                }
-                segs = ns;
-                cap = c;
-            }
-            segs[k++] = (pm__seg_t){p, block};
-        }
+        else
+            rc = recs_add(&v, r.m, r.offset, r.block, r.stride, r.count);
     }
-    if (rc != 0) {
-        free(segs);
-        return rc;
-    }
-    *out = segs;
-    *nseg = (int)k;
-    return 0;
+    *out = rc == 0 ? segs_of(base, &v, nseg) : NULL;
+    if (rc == 0 && *out == NULL)
+        rc = PM_ENOMEM;
+    free(base);
+    free(v.r);
+    return rc;
 }
 
 /* Any host: sends the requested ranges straight from its memories or

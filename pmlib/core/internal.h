@@ -458,7 +458,8 @@ void pm__comm_finalize(void);
 void pm__proto_task_started(pm__task_t *t);     /* host 0: send it to every host */
 void pm__proto_want_work_locked(pm__task_t *t); /* no chunk here: ask other hosts */
 /* Remote: subscribes a chunk and starts fetching its inputs (NULL: none to
- * fetch); before it runs, waits for them (started may be NULL). */
+ * fetch); before it runs, waits for them (started may be NULL); host 0
+ * calls the latter too for tasks whose inputs other hosts hold. */
 typedef struct pm__fetch pm__fetch_t;
 pm__fetch_t *pm__proto_prefetch(pm__task_t *t, uint64_t chunk);
 int pm__proto_before_chunk(pm__task_t *t, uint64_t chunk, pm__fetch_t *started);
@@ -476,9 +477,8 @@ bool pm__data_is_away(pm__memory_t *m);
 void pm__data_forget_away(pm__memory_t *m);
 /* [lo, hi) of m was written on host 0. */
 void pm__data_home_range(pm__memory_t *m, uint64_t lo, uint64_t hi);
-/* Host 0's chunks of a task with home_dir: fetch what other hosts hold
- * before, record what they wrote after. */
-int pm__data_home_fetch(pm__task_t *t, uint64_t chunk);
+/* Host 0's chunks of a task with home_dir fetch what other hosts hold
+ * before they run (pm__proto_before_chunk), and record what they wrote. */
 void pm__data_home_wrote(pm__task_t *t, uint64_t chunk);
 void pm__data_place_free(pm__memory_t *m);
 

@@ -185,7 +185,7 @@ static void run_loop(pm__stub_t *s, pm__task_t *t, uint64_t k)
         } else if (t->home_dir) {
             /* Host 0 with ranges of a lazy memory on other hosts: fetch
              * what the chunk reads, record what it wrote. */
-            if (pm__data_home_fetch(t, k) == 0) {
+            if (pm__proto_before_chunk(t, k, NULL) == 0) {
                 s->ops->run_chunk(s, t, k);
                 pm__data_home_wrote(t, k);
             }
