@@ -98,7 +98,7 @@ void pm__proto_task_finished(pm__task_t *t)
         pm__wbuf_t b = {0};
         pm__wbuf_u64(&b, t->seq);
         pm__wbuf_i32(&b, t->status);
-        pm__wbuf_str(&b, t->status ? t->message : "");
+        pm__wbuf_str(&b, pm__task_message(t));
         pm__comm_send(h, PM__TAG_TASK_END, &b);
     }
 }
@@ -617,20 +617,20 @@ int pm__proto_before_chunk(pm__task_t *t, uint64_t chunk, pm__fetch_t *started)
 
 static void put_status(pm__wbuf_t *b, pm__task_t *t)
 {
-    pthread_mutex_lock(&t->err_lock);
+    pm__lock(&t->err_lock);
     pm__wbuf_i32(b, t->status);
     pm__wbuf_u64(b, t->failed_subtask);
     pm__wbuf_u64(b, t->nfailed);
-    pm__wbuf_str(b, t->status ? t->message : "");
+    pm__wbuf_str(b, pm__task_message(t));
     t->nfailed = 0; /* host 0 adds them up */
-    pthread_mutex_unlock(&t->err_lock);
+    pm__unlock(&t->err_lock);
 }
 
 /* Sends the pieces of the chunk's subtasks [first, last) and drops them;
  * pieces of chunks other stubs run stay for their own reports. */
 static void put_pieces(pm__wbuf_t *b, pm__task_t *t, uint64_t first, uint64_t last)
 {
-    pthread_mutex_lock(&t->redist_lock);
+    pm__lock(&t->redist_lock);
     size_t at = b->n, n = 0, keep = 0;
     pm__wbuf_u64(b, 0);
     for (size_t i = 0; i < t->npieces; i++) {
@@ -649,7 +649,7 @@ static void put_pieces(pm__wbuf_t *b, pm__task_t *t, uint64_t first, uint64_t la
     t->npieces = keep;
     if (!b->oom)
         memcpy(b->p + at, &n, sizeof n);
-    pthread_mutex_unlock(&t->redist_lock);
+    pm__unlock(&t->redist_lock);
 }
 
 void pm__proto_after_chunk(pm__task_t *t, uint64_t chunk, pm_device_kind_t kind, uint64_t run_ns)
@@ -687,9 +687,9 @@ static void get_status(pm__rbuf_t *m, pm__task_t *t, int src)
     /* nfailed counts the failures since the host's last report. */
     if (!m->bad && status != 0 && nfailed > 0) {
         pm__task_fail_remote(t, status, failed, src, msg);
-        pthread_mutex_lock(&t->err_lock);
+        pm__lock(&t->err_lock);
         t->nfailed += nfailed - 1;
-        pthread_mutex_unlock(&t->err_lock);
+        pm__unlock(&t->err_lock);
     }
 }
 

@@ -44,6 +44,23 @@ void pm__log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3
 
 double pm__now(void);
 void *pm__aligned_alloc(size_t bytes);
+
+/* A lock for short sections that rarely meet (a task's error and pieces, a
+ * stub's range of chunks): all zero is unlocked, so a zeroed block needs no
+ * set-up and nothing to tear down. A waiter spins, then yields its core. */
+typedef struct pm__lock {
+    atomic_int held;
+} pm__lock_t;
+void pm__lock_wait(pm__lock_t *l);
+static inline void pm__lock(pm__lock_t *l)
+{
+    if (atomic_exchange_explicit(&l->held, 1, memory_order_acquire) != 0)
+        pm__lock_wait(l);
+}
+static inline void pm__unlock(pm__lock_t *l)
+{
+    atomic_store_explicit(&l->held, 0, memory_order_release);
+}
 /* A whole number from the environment (core/runtime.c): `def` when `name`
  * is unset or empty, its value when that is from min to max, else `def`
  * after the warning "NAME=V is not WHAT from MIN to MAX; using DEF". */
@@ -180,7 +197,8 @@ struct pm__reduce_tree;
 
 /* Per-stub counters of one task; written by that stub only. */
 typedef struct pm__stub_counts {
-    _Alignas(64) uint64_t subtasks, steals;
+    _Alignas(64) uint64_t subtasks;
+    uint64_t steals;
     uint64_t bytes_to_gpu, bytes_from_gpu, gpu_cache_hits;
     atomic_uint_fast64_t chunk_ns; /* running average time per chunk, read by others */
     atomic_uint_fast64_t run_ns;   /* the same without waiting for inputs (other hosts) */
@@ -194,13 +212,29 @@ enum pm__remote_count {
     PM__RC_COPIES, PM__RC_BYTES_MOVED, PM__RC_BYTES_SENT, PM__REMOTE_COUNTS
 };
 
+/* A task's copy of its descriptor: the public one's fields, with room for
+ * only the task's own memories (kept in the task's block). */
+typedef struct pm__task_desc {
+    const char *callbacks;
+    uint64_t subtasks;
+    int nmem;
+    pm_task_memory_t *mem;
+    const void *conf;
+    size_t conf_bytes;
+    unsigned flags;
+    pm_sched_t sched;
+    uint64_t grain;
+    int devices;
+    int min_cc;
+} pm__task_desc_t;
+
 typedef struct pm__task {
     uint64_t handle;
     uint64_t seq; /* submit order */
-    pm_task_desc_t desc;
+    pm__task_desc_t desc;
     void *conf;
     pm__callbacks_t cbs;
-    pm__memory_t *mems[PM_MAX_TASK_MEMORIES];
+    pm__memory_t **mems; /* desc.nmem of them, in the task's block */
     int nred;                           /* reduced memories */
 
     int state;   /* enum pm__task_state; written under the runtime lock */
@@ -266,23 +300,29 @@ typedef struct pm__task {
      * received from each host; host 0 also sums the other hosts' reports:
      * [n, 2n) sent by each host, [2n, 3n) received by each host. */
     atomic_uint_fast64_t *xbytes;
-    pthread_mutex_t redist_lock;
+    pm__lock_t redist_lock;
     struct pm__piece *pieces; /* redistributed output, unsorted */
     atomic_uint_fast64_t piece_seq;
     size_t npieces, cap_pieces;
     pm_memory_t redistributed;
 
     /* outcome */
-    pthread_mutex_t err_lock;
+    pm__lock_t err_lock;
     int status;
     uint64_t failed_subtask;
     int failed_host;
     uint64_t nfailed;
-    char message[256]; /* what went wrong with failed_subtask */
+    char *message; /* what went wrong with failed_subtask (NULL: nothing) */
     atomic_int started;
     double t_submit, t_start, t_end;
-    pm_task_stats_t stats;
 } pm__task_t;
+
+/* What went wrong with a failed task ("" when nothing did). */
+static inline const char *pm__task_message(const pm__task_t *t)
+{
+    return t->status != 0 && t->message != NULL ? t->message : "";
+}
+#define PM__MESSAGE_MAX 256
 
 /* The subtasks [first, last) of a chunk. */
 static inline void pm__chunk_span(const pm__task_t *t, uint64_t chunk, uint64_t *first, uint64_t *last)
@@ -510,21 +550,32 @@ typedef struct pm__runtime {
     uint64_t spin_ns;         /* PMLIB_SPIN_US: how long idle threads poll */
     atomic_bool crowded;      /* more busy threads than cores: yield while polling */
 
-    pthread_mutex_t lock;     /* everything below */
+    /* The ready lists and the idle stubs have a lock of their own, so that
+     * a stub looking for work does not take the runtime lock on one host.
+     * Order: the runtime lock, then the ready lock, never the other way. */
+    pthread_mutex_t ready_lock;
+    pm__tlist_t ready[2];     /* tasks with chunks to hand out, per kind */
     pthread_cond_t work_cv[2]; /* stubs wait for work: [0] CPU stubs, [1] GPU stubs */
+    atomic_int parked[2];     /* stubs asleep on work_cv, per kind (changed under the ready lock) */
+    int spinning;             /* idle stubs polling for work (ready lock) */
+    int spinning_kind[2];     /* the same per kind */
+    atomic_int shutdown;      /* stubs stop (set under both locks) */
+    atomic_uint_fast64_t woken; /* stubs woken for work so far (at most) */
+    atomic_uint_fast64_t work_gen; /* moves whenever work is added */
+
+    pthread_mutex_t lock;     /* everything below */
     pthread_cond_t done_cv;   /* waiters wait for tasks */
-    int shutdown;
     int serving, shutdown_received;
     int local_rank, local_size;
-    pm__tlist_t active;       /* unfinished tasks, submit order */
-    int nactive_local;        /* host 0: unfinished submitted tasks */
-    int all_waiters;          /* threads waiting for every task to end */
-    pm__tlist_t ready[2];     /* tasks with chunks to hand out, per kind */
-    atomic_int parked[2];     /* stubs asleep on work_cv, per kind (changed under the lock) */
-    atomic_uint_fast64_t woken; /* stubs woken for work so far (at most) */
-    int spinning;             /* idle stubs polling for work */
-    int spinning_kind[2];     /* the same per kind */
-    atomic_uint_fast64_t work_gen; /* moves whenever work is added */
+    pm__tlist_t active;       /* unfinished tasks, submit order (see list_all) */
+    /* Every unfinished task is on `active` (the progress line reads it);
+     * else a task without memories on one host is not, and ends without
+     * the runtime lock. */
+    bool list_all;
+    int nactive_local;        /* host 0: unfinished submitted tasks (atomic) */
+    /* Threads in pm_task_wait_all and in pm_task_wait (atomic, changed
+     * under the lock): a task that ends without the lock wakes them. */
+    int all_waiters, task_waiters;
     pm__task_t **byseq;       /* sequence number table, chained */
     size_t nbyseq, byseq_cap;
     uint64_t next_seq;

@@ -11,7 +11,7 @@
 int pm__task_add_piece(pm__task_t *t, uint64_t key, uint64_t id, unsigned char *data, size_t bytes)
 {
     int rc = 0;
-    pthread_mutex_lock(&t->redist_lock);
+    pm__lock(&t->redist_lock);
     if (t->npieces == t->cap_pieces) {
         size_t cap = t->cap_pieces ? t->cap_pieces * 2 : 64;
         pm__piece_t *n = realloc(t->pieces, cap * sizeof *n);
@@ -25,7 +25,7 @@ int pm__task_add_piece(pm__task_t *t, uint64_t key, uint64_t id, unsigned char *
     t->pieces[t->npieces++] = (pm__piece_t){
         .key = key, .id = id, .seq = atomic_fetch_add(&t->piece_seq, 1), .bytes = bytes, .data = data};
 out:
-    pthread_mutex_unlock(&t->redist_lock);
+    pm__unlock(&t->redist_lock);
     return rc;
 }
 

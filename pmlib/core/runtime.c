@@ -63,6 +63,19 @@ bool pm__spin_until(bool (*done)(const void *arg), const void *arg)
     }
 }
 
+void pm__lock_wait(pm__lock_t *l)
+{
+    for (unsigned i = 1;; i++) {
+        if (atomic_load_explicit(&l->held, memory_order_relaxed) == 0 &&
+            atomic_exchange_explicit(&l->held, 1, memory_order_acquire) == 0)
+            return;
+        if (i % 64 == 0)
+            sched_yield(); /* the holder may be waiting for this core */
+        else
+            pm__cpu_relax();
+    }
+}
+
 /* Cores this process may run on (its affinity mask, as taskset sets it). */
 static int online_cpus(void)
 {
@@ -157,7 +170,14 @@ int pm_init(int *argc, char ***argv)
     warn_if_bound();
     pm__rt.default_sched = env_sched();
     pm__rt.spin_ns = pm__env_uint("PMLIB_SPIN_US", "microseconds", 0, 10000000, 100) * 1000;
-    pthread_mutex_init(&pm__rt.lock, NULL);
+    /* Held briefly by many threads: a waiter spins a little before it
+     * sleeps, which spares most lock hand-overs a system call. */
+    pthread_mutexattr_t attr;
+    pthread_mutexattr_init(&attr);
+    pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_ADAPTIVE_NP);
+    pthread_mutex_init(&pm__rt.lock, &attr);
+    pthread_mutex_init(&pm__rt.ready_lock, &attr);
+    pthread_mutexattr_destroy(&attr);
     pthread_cond_init(&pm__rt.work_cv[0], NULL);
     pthread_cond_init(&pm__rt.work_cv[1], NULL);
     pthread_cond_init(&pm__rt.done_cv, NULL);
@@ -171,6 +191,7 @@ int pm_init(int *argc, char ***argv)
         pthread_cond_destroy(&pm__rt.done_cv);
         pthread_cond_destroy(&pm__rt.work_cv[0]);
         pthread_cond_destroy(&pm__rt.work_cv[1]);
+        pthread_mutex_destroy(&pm__rt.ready_lock);
         pthread_mutex_destroy(&pm__rt.lock);
         pm__comm_finalize();
         atomic_store(&life, LIFE_DOWN);
@@ -224,6 +245,7 @@ int pm_finalize(void)
     pthread_cond_destroy(&pm__rt.done_cv);
     pthread_cond_destroy(&pm__rt.work_cv[0]);
     pthread_cond_destroy(&pm__rt.work_cv[1]);
+    pthread_mutex_destroy(&pm__rt.ready_lock);
     pthread_mutex_destroy(&pm__rt.lock);
     memset(&pm__rt, 0, sizeof pm__rt);
     pm__log_set_host(0);

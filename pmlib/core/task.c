@@ -364,10 +364,116 @@ double pm__host_speed(pm__task_t *t, int h)
 
 /* ---- creation ---------------------------------------------------------- */
 
+/*
+ * Freed task blocks are kept, by the number of memories they have room
+ * for, for later tasks: a program that submits tasks over and over takes
+ * warm blocks from here, not from malloc and fresh pages (on one host a
+ * task without memories costs about 1.1 KB). At most PMLIB_TASK_CACHE_MB
+ * are kept (256 MiB by default, 0: none) until pm_finalize; the rest go
+ * back to malloc. Under AddressSanitizer nothing is kept, so a stale
+ * pointer into a freed task is still caught.
+ */
+#if defined(__SANITIZE_ADDRESS__)
+#define BLOCK_CACHE_ON 0
+#else
+#define BLOCK_CACHE_ON 1
+#endif
+static struct {
+    pm__lock_t lock;
+    void *head[PM_MAX_TASK_MEMORIES + 1];
+    size_t bytes, max; /* max: read at the first task after pm_init */
+    bool max_read;
+} block_cache;
+
+static size_t cache_max(void)
+{
+    if (!block_cache.max_read) {
+        block_cache.max = (size_t)pm__env_uint("PMLIB_TASK_CACHE_MB", "megabytes", 0, 1u << 20, 256) << 20;
+        block_cache.max_read = true;
+    }
+    return block_cache.max;
+}
+
+static size_t round64(size_t n)
+{
+    return (n + 63) & ~(size_t)63;
+}
+
+/* A task, its readers, its stubs' counters and its policy's state are one
+ * block: one allocation per task, and nothing else to free. */
+static size_t head_bytes(int nmem)
+{
+    return round64(sizeof(pm__task_t) +
+                   (size_t)nmem * (sizeof(pm__reader_t) + sizeof(pm_task_memory_t) + sizeof(pm__memory_t *)));
+}
+
+static size_t block_bytes(int nmem)
+{
+    size_t head = head_bytes(nmem);
+    size_t counts = round64((size_t)pm__rt.nstubs * sizeof(pm__stub_counts_t));
+    return head + counts + round64(pm__ranges_space(pm__rt.nstubs));
+}
+
+static int block_nmem(int nmem)
+{
+    return nmem > 0 && nmem <= PM_MAX_TASK_MEMORIES ? nmem : 0;
+}
+
+static pm__task_t *block_get(int nmem)
+{
+    void *b = NULL;
+    size_t bytes = block_bytes(nmem);
+    if (BLOCK_CACHE_ON) {
+        pm__lock(&block_cache.lock);
+        b = block_cache.head[nmem];
+        if (b != NULL) {
+            block_cache.head[nmem] = *(void **)b;
+            block_cache.bytes -= bytes;
+        }
+        pm__unlock(&block_cache.lock);
+    }
+    if (b == NULL)
+        b = pm__aligned_alloc(bytes);
+    if (b != NULL)
+        memset(b, 0, bytes);
+    return b;
+}
+
+static void block_put(pm__task_t *t)
+{
+    int nmem = block_nmem(t->desc.nmem);
+    size_t bytes = block_bytes(nmem);
+    if (BLOCK_CACHE_ON) {
+        pm__lock(&block_cache.lock);
+        bool keep = block_cache.bytes + bytes <= cache_max();
+        if (keep) {
+            *(void **)t = block_cache.head[nmem];
+            block_cache.head[nmem] = t;
+            block_cache.bytes += bytes;
+        }
+        pm__unlock(&block_cache.lock);
+        if (keep)
+            return;
+    }
+    free(t);
+}
+
+/* At pm_finalize: the next pm_init may have another number of stubs. */
+static void block_cache_clear(void)
+{
+    for (int i = 0; i <= PM_MAX_TASK_MEMORIES; i++)
+        while (block_cache.head[i] != NULL) {
+            void *b = block_cache.head[i];
+            block_cache.head[i] = *(void **)b;
+            free(b);
+        }
+    block_cache.bytes = 0;
+    block_cache.max_read = false;
+}
+
 static void task_free(pm__task_t *t)
 {
     pm__task_free_pieces(t);
-    pthread_mutex_destroy(&t->redist_lock);
     free(t->running);
     free(t->running_since);
     free(t->copied);
@@ -386,36 +492,31 @@ static void task_free(pm__task_t *t)
     if (t->policy != NULL)
         t->policy->fini(t);
     pm__reduce_tree_free(t);
-    pthread_mutex_destroy(&t->err_lock);
+    free(t->message);
     free(t->dependents);
     free(t->conf);
-    free(t);
-}
-
-/* A task, its stubs' counters and its policy's state are one block: one
- * allocation per task, and nothing else to free. */
-static size_t round64(size_t n)
-{
-    return (n + 63) & ~(size_t)63;
+    block_put(t);
 }
 
 int pm__task_create(const pm_task_desc_t *d, const pm__callbacks_t *cbs, pm__task_t **out)
 {
-    int nmem = d->nmem > 0 && d->nmem <= PM_MAX_TASK_MEMORIES ? d->nmem : 0;
-    size_t head = round64(sizeof(pm__task_t) + (size_t)nmem * sizeof(pm__reader_t));
+    int nmem = block_nmem(d->nmem);
+    size_t head = head_bytes(nmem);
     size_t counts = round64((size_t)pm__rt.nstubs * sizeof(pm__stub_counts_t));
-    size_t sched = round64(pm__ranges_space(pm__rt.nstubs));
-    pm__task_t *t = pm__aligned_alloc(head + counts + sched);
+    pm__task_t *t = block_get(nmem);
     if (t == NULL)
         return PM_ENOMEM;
-    memset(t, 0, head + counts + sched);
     t->readers = (pm__reader_t *)(t + 1);
+    t->desc = (pm__task_desc_t){
+        .callbacks = d->callbacks, .subtasks = d->subtasks, .nmem = nmem,
+        .mem = (pm_task_memory_t *)(t->readers + nmem), .conf = d->conf,
+        .conf_bytes = d->conf_bytes, .flags = d->flags, .sched = d->sched,
+        .grain = d->grain, .devices = d->devices, .min_cc = d->min_cc};
+    memcpy(t->desc.mem, d->mem, (size_t)nmem * sizeof *d->mem);
+    t->mems = (pm__memory_t **)(t->desc.mem + nmem);
     t->counts = (pm__stub_counts_t *)((char *)t + head);
     t->sched_space = (char *)t + head + counts;
-    pthread_mutex_init(&t->err_lock, NULL);
-    pthread_mutex_init(&t->redist_lock, NULL);
     t->failed_host = -1;
-    t->desc = *d;
     t->cbs = *cbs;
     t->failed_subtask = UINT64_MAX;
     t->t_submit = pm__now();
@@ -497,6 +598,8 @@ static size_t seq_bucket(uint64_t seq, size_t cap)
 
 static int seq_add_locked(pm__task_t *t)
 {
+    if (pm__rt.nhosts == 1)
+        return 0; /* only messages between hosts name tasks by number */
     if (pm__rt.nbyseq + 1 > pm__rt.byseq_cap / 2) {
         size_t cap = pm__rt.byseq_cap ? pm__rt.byseq_cap * 2 : 256;
         pm__task_t **n = calloc(cap, sizeof *n);
@@ -557,7 +660,9 @@ static void tlist_append(pm__tlist_t *l, pm__task_t *t, size_t off)
     pm__tlink_t *k = link_at(t, off);
     if (k->on)
         return;
-    *k = (pm__tlink_t){.prev = l->tail, .next = NULL, .on = true};
+    k->prev = l->tail;
+    k->next = NULL;
+    __atomic_store_n(&k->on, true, __ATOMIC_RELEASE); /* read unlocked by quick_finish */
     if (l->tail != NULL)
         link_at(l->tail, off)->next = t;
     else
@@ -578,7 +683,8 @@ static void tlist_remove(pm__tlist_t *l, pm__task_t *t, size_t off)
         link_at(k->next, off)->prev = k->prev;
     else
         l->tail = k->prev;
-    *k = (pm__tlink_t){0};
+    k->prev = k->next = NULL;
+    __atomic_store_n(&k->on, false, __ATOMIC_RELEASE);
 }
 
 #define ACTIVE_LINK offsetof(pm__task_t, alink)
@@ -591,7 +697,8 @@ void pm__stubs_woken(int k)
             atomic_store(&pm__rt.stubs[i].parked, false);
 }
 
-/* Wakes parked stubs of kind k for new work: as many as it has chunks. */
+/* Wakes parked stubs of kind k for new work: as many as it has chunks.
+ * Ready lock held. */
 static void wake_stubs_locked(int k, uint64_t chunks)
 {
     /* Polling stubs of the kind see the work without a wake-up. */
@@ -645,15 +752,16 @@ void pm__task_wake_more(pm__task_t *t, pm_device_kind_t kind, uint64_t chunk_ns)
     uint64_t left = t->policy->left(t);
     if (left == 0)
         return;
-    pthread_mutex_lock(&pm__rt.lock);
+    pthread_mutex_lock(&pm__rt.ready_lock);
     wake_stubs_locked(k, left);
-    pthread_mutex_unlock(&pm__rt.lock);
+    pthread_mutex_unlock(&pm__rt.ready_lock);
 }
 
 void pm__task_ready_locked(pm__task_t *t)
 {
     bool prepare = t->state == PM__TASK_PREPARE;
     unsigned kinds = prepare ? t->all_kinds : t->run_kinds;
+    pthread_mutex_lock(&pm__rt.ready_lock);
     for (int k = 0; k < 2; k++)
         if (kinds & (1u << k))
             tlist_append(&pm__rt.ready[k], t, READY_LINK(k));
@@ -673,12 +781,21 @@ void pm__task_ready_locked(pm__task_t *t)
             n = k == 0 ? cpu_stubs_worth(t) : t->nchunks;
         wake_stubs_locked(k, n);
     }
+    pthread_mutex_unlock(&pm__rt.ready_lock);
 }
 
 void pm__task_unready_locked(pm__task_t *t)
 {
     for (int k = 0; k < 2; k++)
         tlist_remove(&pm__rt.ready[k], t, READY_LINK(k));
+}
+
+/* Takes t off the ready lists (runtime lock held or not). */
+static void unready(pm__task_t *t)
+{
+    pthread_mutex_lock(&pm__rt.ready_lock);
+    pm__task_unready_locked(t);
+    pthread_mutex_unlock(&pm__rt.ready_lock);
 }
 
 int pm__task_add_remote_locked(pm__task_t *t)
@@ -692,7 +809,7 @@ int pm__task_add_remote_locked(pm__task_t *t)
 
 void pm__task_drop_remote_locked(pm__task_t *t)
 {
-    pm__task_unready_locked(t);
+    unready(t);
     tlist_remove(&pm__rt.active, t, ACTIVE_LINK);
 }
 
@@ -840,7 +957,8 @@ static int enqueue_locked(pm__task_t *t)
     link_locked(t);
     for (int i = 0; i < t->desc.nmem; i++)
         t->mems[i]->users++;
-    tlist_append(&pm__rt.active, t, ACTIVE_LINK);
+    if (pm__rt.list_all || t->desc.nmem > 0 || pm__rt.nhosts > 1)
+        tlist_append(&pm__rt.active, t, ACTIVE_LINK);
     __atomic_add_fetch(&pm__rt.nactive_local, 1, __ATOMIC_RELAXED);
     t->state = PM__TASK_WAITING;
     if (t->ndeps == 0)
@@ -903,7 +1021,7 @@ static void task_finish(pm__task_t *t);
 
 void pm__task_fail(pm__task_t *t, int status, uint64_t id, const char *fmt, ...)
 {
-    char msg[sizeof t->message];
+    char msg[PM__MESSAGE_MAX];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
@@ -913,15 +1031,18 @@ void pm__task_fail(pm__task_t *t, int status, uint64_t id, const char *fmt, ...)
 
 void pm__task_fail_remote(pm__task_t *t, int status, uint64_t id, int host, const char *msg)
 {
-    pthread_mutex_lock(&t->err_lock);
+    pm__lock(&t->err_lock);
     t->nfailed++;
     if (t->status == 0 || id < t->failed_subtask) {
         t->status = status;
         t->failed_subtask = id;
         t->failed_host = host;
-        snprintf(t->message, sizeof t->message, "%s", msg);
+        if (t->message == NULL)
+            t->message = malloc(PM__MESSAGE_MAX); /* NULL: the message is lost, not the status */
+        if (t->message != NULL)
+            snprintf(t->message, PM__MESSAGE_MAX, "%s", msg);
     }
-    pthread_mutex_unlock(&t->err_lock);
+    pm__unlock(&t->err_lock);
 }
 
 void pm__task_prepared(pm__task_t *t)
@@ -947,9 +1068,9 @@ void pm__task_done(pm__task_t *t, uint64_t n)
         task_finish(t);
 }
 
-static void fill_stats(pm__task_t *t)
+/* A finished task's figures, gathered when the program asks for them. */
+static void fill_stats(const pm__task_t *t, pm_task_stats_t *s)
 {
-    pm_task_stats_t *s = &t->stats;
     memset(s, 0, sizeof *s);
     s->status = t->status;
     s->failed_subtask = t->failed_subtask;
@@ -1015,7 +1136,7 @@ static void release_locked(pm__task_t *t)
             m->last_writer = NULL;
         reader_unlink(m, &t->readers[i]);
     }
-    pm__task_unready_locked(t);
+    unready(t);
     tlist_remove(&pm__rt.active, t, ACTIVE_LINK);
     seq_remove_locked(t);
     __atomic_sub_fetch(&pm__rt.nactive_local, 1, __ATOMIC_RELEASE);
@@ -1027,6 +1148,34 @@ static void release_locked(pm__task_t *t)
         pm__rt.first_failure = t->status;
 }
 
+/*
+ * A task without memories on one host that did not fail (and is not on the
+ * active list) has nothing under the runtime lock to undo: no memory
+ * state, no dependents, no task waiting for it. It ends without the lock;
+ * waiters are found through counters, in this order: the task is done,
+ * then the count of unfinished tasks drops, then the waiter counts are
+ * read (a waiter raises its count before it looks, so one of the two sees
+ * the other). The task is not read once it is done: the program may free it.
+ */
+static bool quick_finish(pm__task_t *t)
+{
+    if (t->desc.nmem > 0 || pm__rt.nhosts > 1 || t->status != 0 ||
+        __atomic_load_n(&t->alink.on, __ATOMIC_ACQUIRE))
+        return false;
+    if (__atomic_load_n(&t->rlink[0].on, __ATOMIC_ACQUIRE) ||
+        __atomic_load_n(&t->rlink[1].on, __ATOMIC_ACQUIRE))
+        unready(t);
+    __atomic_store_n(&t->state, PM__TASK_DONE, __ATOMIC_SEQ_CST);
+    int left = __atomic_sub_fetch(&pm__rt.nactive_local, 1, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&pm__rt.task_waiters, __ATOMIC_SEQ_CST) > 0 ||
+        (left == 0 && __atomic_load_n(&pm__rt.all_waiters, __ATOMIC_SEQ_CST) > 0)) {
+        pthread_mutex_lock(&pm__rt.lock);
+        pthread_cond_broadcast(&pm__rt.done_cv);
+        pthread_mutex_unlock(&pm__rt.lock);
+    }
+    return true;
+}
+
 static void task_finish(pm__task_t *t)
 {
     if (t->status == 0 && t->tree != NULL)
@@ -1036,20 +1185,22 @@ static void task_finish(pm__task_t *t)
         pm__proto_task_finished(t);
     t->t_end = pm__now();
     pm__trace_span(-1, PM__TRACE_TASK, t->seq, t->nchunks, t->t_submit, t->t_end);
-    fill_stats(t);
     if (t->status != 0) {
         if (t->nfailed > 1)
             pm__error("task %llu ('%s') failed: %s (%s); %llu subtasks failed in all",
-                      (unsigned long long)t->seq, t->cbs.name, t->message, pm_errname(t->status),
+                      (unsigned long long)t->seq, t->cbs.name, pm__task_message(t), pm_errname(t->status),
                       (unsigned long long)t->nfailed);
         else
             pm__error("task %llu ('%s') failed: %s (%s)", (unsigned long long)t->seq,
-                      t->cbs.name, t->message, pm_errname(t->status));
+                      t->cbs.name, pm__task_message(t), pm_errname(t->status));
     }
+    if (quick_finish(t))
+        return;
     pthread_mutex_lock(&pm__rt.lock);
     release_locked(t);
     /* Wake only those waiting for this task, or for all when none is left. */
-    bool wake = t->waiters > 0 || (pm__rt.all_waiters > 0 && pm__rt.nactive_local == 0);
+    bool wake = t->waiters > 0 || (__atomic_load_n(&pm__rt.all_waiters, __ATOMIC_SEQ_CST) > 0 &&
+                                   __atomic_load_n(&pm__rt.nactive_local, __ATOMIC_SEQ_CST) == 0);
     __atomic_store_n(&t->state, PM__TASK_DONE, __ATOMIC_RELEASE);
     if (wake)
         pthread_cond_broadcast(&pm__rt.done_cv);
@@ -1076,7 +1227,7 @@ int pm_task_test(pm_task_t task, int *done)
     pthread_mutex_lock(&pm__rt.lock);
     int rc = lookup_locked("pm_task_test", task, &t);
     if (rc == 0) {
-        *done = t->state == PM__TASK_DONE;
+        *done = __atomic_load_n(&t->state, __ATOMIC_ACQUIRE) == PM__TASK_DONE;
         rc = *done ? t->status : 0;
     }
     pthread_mutex_unlock(&pm__rt.lock);
@@ -1110,13 +1261,15 @@ int pm_task_wait(pm_task_t task)
     if (rc == 0) {
         /* While it counts as waited on, pm_task_release refuses to free it. */
         t->waiters++;
-        if (t->state != PM__TASK_DONE) {
+        __atomic_add_fetch(&pm__rt.task_waiters, 1, __ATOMIC_SEQ_CST);
+        if (__atomic_load_n(&t->state, __ATOMIC_SEQ_CST) != PM__TASK_DONE) {
             pthread_mutex_unlock(&pm__rt.lock);
             pm__spin_until(task_is_done, t);
             pthread_mutex_lock(&pm__rt.lock);
         }
-        while (t->state != PM__TASK_DONE)
+        while (__atomic_load_n(&t->state, __ATOMIC_SEQ_CST) != PM__TASK_DONE)
             pthread_cond_wait(&pm__rt.done_cv, &pm__rt.lock);
+        __atomic_sub_fetch(&pm__rt.task_waiters, 1, __ATOMIC_SEQ_CST);
         t->waiters--;
         rc = t->status;
     }
@@ -1133,15 +1286,15 @@ static bool none_left(const void *arg)
 /* Waits until no submitted task is unfinished; runtime lock held. */
 void pm__task_wait_none_locked(void)
 {
-    pm__rt.all_waiters++;
-    if (pm__rt.nactive_local > 0) {
+    __atomic_add_fetch(&pm__rt.all_waiters, 1, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&pm__rt.nactive_local, __ATOMIC_SEQ_CST) > 0) {
         pthread_mutex_unlock(&pm__rt.lock);
         pm__spin_until(none_left, NULL);
         pthread_mutex_lock(&pm__rt.lock);
     }
-    while (pm__rt.nactive_local > 0)
+    while (__atomic_load_n(&pm__rt.nactive_local, __ATOMIC_SEQ_CST) > 0)
         pthread_cond_wait(&pm__rt.done_cv, &pm__rt.lock);
-    pm__rt.all_waiters--;
+    __atomic_sub_fetch(&pm__rt.all_waiters, 1, __ATOMIC_SEQ_CST);
 }
 
 int pm_task_wait_all(void)
@@ -1166,10 +1319,10 @@ int pm_task_stats(pm_task_t task, pm_task_stats_t *stats)
     pm__task_t *t;
     pthread_mutex_lock(&pm__rt.lock);
     int rc = lookup_locked("pm_task_stats", task, &t);
-    if (rc == 0 && t->state != PM__TASK_DONE)
+    if (rc == 0 && __atomic_load_n(&t->state, __ATOMIC_ACQUIRE) != PM__TASK_DONE)
         rc = PM__FAIL(PM_EBUSY, "pm_task_stats: the task is still running; pm_task_wait for it first");
     if (rc == 0)
-        *stats = t->stats;
+        fill_stats(t, stats);
     pthread_mutex_unlock(&pm__rt.lock);
     return rc;
 }
@@ -1182,7 +1335,7 @@ int pm_task_redistributed(pm_task_t task, pm_memory_t *memory)
     pm__task_t *t;
     pthread_mutex_lock(&pm__rt.lock);
     int rc = lookup_locked("pm_task_redistributed", task, &t);
-    if (rc == 0 && t->state != PM__TASK_DONE)
+    if (rc == 0 && __atomic_load_n(&t->state, __ATOMIC_ACQUIRE) != PM__TASK_DONE)
         rc = PM__FAIL(PM_EBUSY, "pm_task_redistributed: the task is still running; pm_task_wait for it first");
     if (rc == 0) {
         *memory = t->redistributed;
@@ -1198,7 +1351,7 @@ int pm_task_release(pm_task_t task)
     pm__task_t *t;
     pthread_mutex_lock(&pm__rt.lock);
     int rc = lookup_locked("pm_task_release", task, &t);
-    if (rc == 0 && t->state != PM__TASK_DONE)
+    if (rc == 0 && __atomic_load_n(&t->state, __ATOMIC_ACQUIRE) != PM__TASK_DONE)
         rc = PM__FAIL(PM_EBUSY, "pm_task_release: the task is still running; pm_task_wait for it first");
     if (rc == 0 && t->waiters > 0)
         rc = PM__FAIL(PM_EBUSY, "pm_task_release: %d other thread(s) are in pm_task_wait on this task; "
@@ -1233,4 +1386,5 @@ void pm__task_free_all(void)
         if (h->obj[i] != NULL)
             task_free(h->obj[i]);
     pm__handle_table_free(h);
+    block_cache_clear();
 }

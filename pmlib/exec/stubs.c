@@ -12,7 +12,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-enum job { JOB_NONE, JOB_PREPARE, JOB_RUN };
+/* JOB_ASK: a task of several hosts has nothing left here; ask the other
+ * hosts for work (under the runtime lock alone: asking may take the task
+ * off the ready lists, which takes the ready lock). */
+enum job { JOB_NONE, JOB_PREPARE, JOB_RUN, JOB_ASK };
 
 /* Idle stubs that poll for work at a time (the rest sleep). */
 #define PM__SPINNERS 2
@@ -24,7 +27,7 @@ enum job { JOB_NONE, JOB_PREPARE, JOB_RUN };
 /* Work from the ready list of the stub's kind, oldest task first: subscribe
  * chunks of a preparing task or subtask chunks of a running one. A task
  * with nothing left to hand out here leaves the list (and, with several
- * hosts, asks the others for work). */
+ * hosts, asks the others for work). Work lock held (lock_work). */
 static enum job find_work_locked(pm__stub_t *s, pm__task_t **task, uint64_t *chunk)
 {
     const int kind = s->ops->kind == PM_DEVICE_GPU;
@@ -32,7 +35,8 @@ static enum job find_work_locked(pm__stub_t *s, pm__task_t **task, uint64_t *chu
     for (pm__task_t *t = pm__rt.ready[kind].head, *next; t != NULL && looked < PM__READY_LOOK;
          t = next, looked++) {
         next = t->rlink[kind].next;
-        if (t->state == PM__TASK_PREPARE) {
+        int state = __atomic_load_n(&t->state, __ATOMIC_ACQUIRE);
+        if (state == PM__TASK_PREPARE) {
             uint64_t k = atomic_fetch_add(&t->prep_next, 1);
             if (k + 1 >= t->nchunks)
                 pm__task_unready_locked(t); /* back once the subtasks may run */
@@ -41,7 +45,7 @@ static enum job find_work_locked(pm__stub_t *s, pm__task_t **task, uint64_t *chu
                 *chunk = k;
                 return JOB_PREPARE;
             }
-        } else if (t->state == PM__TASK_RUN) {
+        } else if (state == PM__TASK_RUN) {
             if (pm__task_runnable_on(t, s) && t->policy->take(t, s->index, chunk)) {
                 *task = t;
                 t->inprogress += t->remote; /* counted where a host drains */
@@ -53,8 +57,10 @@ static enum job find_work_locked(pm__stub_t *s, pm__task_t **task, uint64_t *chu
                  * GPU task on a host without GPUs, met while it was still
                  * listed for its subscriptions): chunks it took would wait
                  * here forever. */
-                if (pm__rt.nhosts > 1 && t->run_kinds != 0)
-                    pm__proto_want_work_locked(t);
+                if (pm__rt.nhosts > 1 && t->run_kinds != 0) {
+                    *task = t;
+                    return JOB_ASK;
+                }
             }
         }
     }
@@ -223,49 +229,87 @@ static bool work_came(const void *arg)
     return atomic_load_explicit(&pm__rt.work_gen, memory_order_acquire) != *(const uint64_t *)arg;
 }
 
+/* What a stub holds while it looks for work: the ready lock, and with
+ * several hosts the runtime lock first (taking a chunk of another host's
+ * task and asking other hosts for work change state under it). */
+static void lock_work(void)
+{
+    if (pm__rt.nhosts > 1)
+        pthread_mutex_lock(&pm__rt.lock);
+    pthread_mutex_lock(&pm__rt.ready_lock);
+}
+
+static void unlock_work(void)
+{
+    pthread_mutex_unlock(&pm__rt.ready_lock);
+    if (pm__rt.nhosts > 1)
+        pthread_mutex_unlock(&pm__rt.lock);
+}
+
+/* No work found (work lock held): poll a short spell (PMLIB_SPIN_US) so new
+ * work starts within microseconds, then sleep until work is added. Returns
+ * with no lock held. */
+static void idle(pm__stub_t *s)
+{
+    const int kind = s->ops->kind == PM_DEVICE_GPU;
+    uint64_t gen = atomic_load_explicit(&pm__rt.work_gen, memory_order_acquire);
+    /* A few pollers suffice: the others sleep, and are woken one per chunk
+     * of new work, so new work does not send every idle stub after the
+     * ready lock at once. */
+    bool poll = pm__rt.spinning < PM__SPINNERS;
+    if (poll) {
+        pm__rt.spinning++;
+        pm__rt.spinning_kind[kind]++;
+    }
+    if (pm__rt.nhosts > 1)
+        pthread_mutex_unlock(&pm__rt.lock);
+    if (poll) {
+        pthread_mutex_unlock(&pm__rt.ready_lock);
+        pm__spin_until(work_came, &gen);
+        pthread_mutex_lock(&pm__rt.ready_lock);
+        pm__rt.spinning--;
+        pm__rt.spinning_kind[kind]--;
+    }
+    /* Work is added under the ready lock, which the wait releases. */
+    if (!atomic_load(&pm__rt.shutdown) && atomic_load(&pm__rt.work_gen) == gen) {
+        pm__rt.parked[kind]++;
+        atomic_store(&s->parked, true);
+        pthread_cond_wait(&pm__rt.work_cv[kind], &pm__rt.ready_lock);
+        atomic_store(&s->parked, false);
+        pm__rt.parked[kind]--;
+    }
+    pthread_mutex_unlock(&pm__rt.ready_lock);
+}
+
 static void *stub_main(void *arg)
 {
     pm__stub_t *s = arg;
     pm__internal_thread = 1;
-    pthread_mutex_lock(&pm__rt.lock);
-    while (!pm__rt.shutdown) {
+    for (;;) {
+        lock_work();
+        if (atomic_load(&pm__rt.shutdown)) {
+            unlock_work();
+            break;
+        }
         pm__task_t *t;
         uint64_t k;
         enum job j = find_work_locked(s, &t, &k);
         if (j == JOB_NONE) {
-            /* Poll a short spell (PMLIB_SPIN_US) so new work starts within
-             * microseconds, then sleep until work is added. */
-            uint64_t gen = atomic_load_explicit(&pm__rt.work_gen, memory_order_acquire);
-            /* A few pollers suffice: the others sleep, and are woken one
-             * per chunk of new work, so new work does not send every idle
-             * stub after the runtime lock at once. */
-            int kind = s->ops->kind == PM_DEVICE_GPU;
-            if (pm__rt.spinning < PM__SPINNERS) {
-                pm__rt.spinning++;
-                pm__rt.spinning_kind[kind]++;
-                pthread_mutex_unlock(&pm__rt.lock);
-                pm__spin_until(work_came, &gen);
-                pthread_mutex_lock(&pm__rt.lock);
-                pm__rt.spinning--;
-                pm__rt.spinning_kind[kind]--;
-            }
-            if (!pm__rt.shutdown && atomic_load(&pm__rt.work_gen) == gen) {
-                pm__rt.parked[kind]++;
-                atomic_store(&s->parked, true);
-                pthread_cond_wait(&pm__rt.work_cv[kind], &pm__rt.lock);
-                atomic_store(&s->parked, false);
-                pm__rt.parked[kind]--;
-            }
+            idle(s);
             continue;
         }
-        pthread_mutex_unlock(&pm__rt.lock);
+        if (j == JOB_ASK) { /* several hosts: the runtime lock is held */
+            pthread_mutex_unlock(&pm__rt.ready_lock);
+            pm__proto_want_work_locked(t);
+            pthread_mutex_unlock(&pm__rt.lock);
+            continue;
+        }
+        unlock_work();
         if (j == JOB_PREPARE)
             prepare_loop(s, t, k);
         else
             run_loop(s, t, k);
-        pthread_mutex_lock(&pm__rt.lock);
     }
-    pthread_mutex_unlock(&pm__rt.lock);
     return NULL;
 }
 
@@ -355,10 +399,12 @@ fail:
 void pm__stubs_stop(void)
 {
     pthread_mutex_lock(&pm__rt.lock);
-    pm__rt.shutdown = 1;
+    pthread_mutex_lock(&pm__rt.ready_lock);
+    atomic_store(&pm__rt.shutdown, 1);
     atomic_fetch_add(&pm__rt.work_gen, 1);
     pthread_cond_broadcast(&pm__rt.work_cv[0]);
     pthread_cond_broadcast(&pm__rt.work_cv[1]);
+    pthread_mutex_unlock(&pm__rt.ready_lock);
     pthread_mutex_unlock(&pm__rt.lock);
     for (int i = 0; i < pm__rt.nstubs; i++)
         pthread_join(pm__rt.stubs[i].thread, NULL);

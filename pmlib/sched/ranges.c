@@ -23,7 +23,6 @@ int pm__ranges_init(pm__task_t *t, int nstubs, const double *weight)
     for (int i = 0; i < nstubs; i++)
         atomic_init(&st->left[i], 0);
     st->nstubs = nstubs;
-    pthread_mutex_init(&st->spare_lock, NULL);
     double total = 0;
     for (int s = 0; s < nstubs; s++)
         total += weight[s];
@@ -37,7 +36,7 @@ int pm__ranges_init(pm__task_t *t, int nstubs, const double *weight)
             hi = t->hi;
         if (weight[s] <= 0)
             hi = lo;
-        pthread_mutex_init(&st->slot[s].lock, NULL);
+        atomic_init(&st->slot[s].lock.held, 0);
         atomic_init(&st->slot[s].lo, lo);
         atomic_init(&st->slot[s].hi, hi);
         lo = hi;
@@ -53,8 +52,8 @@ static bool take_spare(struct pm__sched_state *st, int stub)
         return false;
     pm__range_slot_t *r = &st->slot[stub];
     bool moved = false;
-    pthread_mutex_lock(&st->spare_lock);
-    pthread_mutex_lock(&r->lock);
+    pm__lock(&st->spare_lock);
+    pm__lock(&r->lock);
     if (st->nspare > 0 &&
         atomic_load_explicit(&r->lo, memory_order_relaxed) >=
             atomic_load_explicit(&r->hi, memory_order_relaxed)) {
@@ -64,8 +63,8 @@ static bool take_spare(struct pm__sched_state *st, int stub)
         atomic_fetch_sub(&st->spare_chunks, hi - lo);
         moved = true;
     }
-    pthread_mutex_unlock(&r->lock);
-    pthread_mutex_unlock(&st->spare_lock);
+    pm__unlock(&r->lock);
+    pm__unlock(&st->spare_lock);
     return moved;
 }
 
@@ -76,14 +75,14 @@ bool pm__ranges_take_own(pm__task_t *t, int stub, uint64_t *chunk)
     for (int pass = 0; pass < 2 && !got; pass++) {
         if (pass == 1 && !take_spare(t->sched, stub))
             break;
-        pthread_mutex_lock(&r->lock);
+        pm__lock(&r->lock);
         uint64_t lo = atomic_load_explicit(&r->lo, memory_order_relaxed);
         if (lo < atomic_load_explicit(&r->hi, memory_order_relaxed)) {
             *chunk = lo;
             atomic_store_explicit(&r->lo, lo + 1, memory_order_relaxed);
             got = true;
         }
-        pthread_mutex_unlock(&r->lock);
+        pm__unlock(&r->lock);
     }
     return got;
 }
@@ -114,11 +113,11 @@ bool pm__ranges_steal(pm__task_t *t, int stub, uint64_t *chunk)
         if (v < 0)
             return false;
         pm__range_slot_t *vr = &st->slot[v];
-        pthread_mutex_lock(&vr->lock);
+        pm__lock(&vr->lock);
         uint64_t lo = atomic_load_explicit(&vr->lo, memory_order_relaxed);
         uint64_t hi = atomic_load_explicit(&vr->hi, memory_order_relaxed);
         if (hi <= lo) { /* emptied meanwhile: look again */
-            pthread_mutex_unlock(&vr->lock);
+            pm__unlock(&vr->lock);
             continue;
         }
         /* The victim keeps the front (it is working there); take the back half. */
@@ -127,13 +126,13 @@ bool pm__ranges_steal(pm__task_t *t, int stub, uint64_t *chunk)
             take = 1;
         uint64_t first = hi - take;
         atomic_store_explicit(&vr->hi, first, memory_order_relaxed);
-        pthread_mutex_unlock(&vr->lock);
+        pm__unlock(&vr->lock);
 
         pm__range_slot_t *own = &st->slot[stub];
-        pthread_mutex_lock(&own->lock);
+        pm__lock(&own->lock);
         atomic_store_explicit(&own->lo, first + 1, memory_order_relaxed);
         atomic_store_explicit(&own->hi, hi, memory_order_relaxed);
-        pthread_mutex_unlock(&own->lock);
+        pm__unlock(&own->lock);
         t->counts[stub].steals++;
         *chunk = first;
         return true;
@@ -159,11 +158,11 @@ bool pm__ranges_give(pm__task_t *t, uint64_t max, uint64_t *lo, uint64_t *hi)
         if (v < 0)
             return false;
         pm__range_slot_t *vr = &st->slot[v];
-        pthread_mutex_lock(&vr->lock);
+        pm__lock(&vr->lock);
         uint64_t a = atomic_load_explicit(&vr->lo, memory_order_relaxed);
         uint64_t b = atomic_load_explicit(&vr->hi, memory_order_relaxed);
         if (b <= a) {
-            pthread_mutex_unlock(&vr->lock);
+            pm__unlock(&vr->lock);
             continue;
         }
         /* Half by default; a lone chunk stays, as it starts here sooner
@@ -171,7 +170,7 @@ bool pm__ranges_give(pm__task_t *t, uint64_t max, uint64_t *lo, uint64_t *hi)
         uint64_t take = max == UINT64_MAX ? (b - a) / 2 : max < b - a ? max : b - a;
         if (take > 0)
             atomic_store_explicit(&vr->hi, b - take, memory_order_relaxed);
-        pthread_mutex_unlock(&vr->lock);
+        pm__unlock(&vr->lock);
         if (take == 0)
             return false;
         *lo = b - take;
@@ -191,7 +190,7 @@ void pm__ranges_install(pm__task_t *t, uint64_t lo, uint64_t hi)
             pm__range_slot_t *r = &st->slot[s];
             if (!pm__task_runnable_on(t, &pm__rt.stubs[s]))
                 continue;
-            pthread_mutex_lock(&r->lock);
+            pm__lock(&r->lock);
             uint64_t a = atomic_load_explicit(&r->lo, memory_order_relaxed);
             uint64_t b = atomic_load_explicit(&r->hi, memory_order_relaxed);
             bool ok = pass == 0 ? a >= b : (b == lo || a == hi);
@@ -199,17 +198,17 @@ void pm__ranges_install(pm__task_t *t, uint64_t lo, uint64_t hi)
                 atomic_store_explicit(&r->lo, a < b && a < lo ? a : lo, memory_order_relaxed);
                 atomic_store_explicit(&r->hi, a < b && b > hi ? b : hi, memory_order_relaxed);
             }
-            pthread_mutex_unlock(&r->lock);
+            pm__unlock(&r->lock);
             if (ok)
                 return;
         }
     }
-    pthread_mutex_lock(&st->spare_lock);
+    pm__lock(&st->spare_lock);
     if (st->nspare == st->capspare) {
         int cap = st->capspare ? 2 * st->capspare : 4;
         uint64_t (*n)[2] = realloc(st->spare, (size_t)cap * sizeof *n);
         if (n == NULL) { /* cannot happen in practice: a few bytes */
-            pthread_mutex_unlock(&st->spare_lock);
+            pm__unlock(&st->spare_lock);
             pm__error("task %llu: no memory to keep chunks %llu..%llu from another host",
                       (unsigned long long)t->seq, (unsigned long long)lo,
                       (unsigned long long)hi - 1);
@@ -221,7 +220,7 @@ void pm__ranges_install(pm__task_t *t, uint64_t lo, uint64_t hi)
     st->spare[st->nspare][0] = lo;
     st->spare[st->nspare++][1] = hi;
     atomic_fetch_add(&st->spare_chunks, hi - lo);
-    pthread_mutex_unlock(&st->spare_lock);
+    pm__unlock(&st->spare_lock);
 }
 
 void pm__ranges_fini(pm__task_t *t)
@@ -229,9 +228,6 @@ void pm__ranges_fini(pm__task_t *t)
     struct pm__sched_state *st = t->sched;
     if (st == NULL)
         return;
-    for (int s = 0; s < st->nstubs; s++)
-        pthread_mutex_destroy(&st->slot[s].lock);
-    pthread_mutex_destroy(&st->spare_lock);
     free(st->spare);
     t->sched = NULL; /* the rest lives in the task's block */
 }

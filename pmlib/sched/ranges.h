@@ -9,7 +9,7 @@
 
 /* One cache line per stub so that stubs do not slow each other down. */
 typedef struct pm__range_slot {
-    _Alignas(64) pthread_mutex_t lock;
+    _Alignas(64) pm__lock_t lock;
     atomic_uint_fast64_t lo, hi; /* written under lock, read freely to pick victims */
 } pm__range_slot_t;
 
@@ -18,7 +18,7 @@ struct pm__sched_state {
     pm__range_slot_t *slot;
     /* Ranges from other hosts that found no idle stub to hold them: the
      * next stub whose own range runs out takes one. */
-    pthread_mutex_t spare_lock;
+    pm__lock_t spare_lock;
     uint64_t (*spare)[2];
     int nspare, capspare;
     atomic_uint_fast64_t spare_chunks;

@@ -103,6 +103,7 @@ void pm__progress_start(void)
         return;
     }
     P.on = 1;
+    pm__rt.list_all = true; /* before any task: pm_init calls this */
 }
 
 void pm__progress_stop(void)

@@ -32,6 +32,10 @@ static inline pm__task_t *ts_task(uint64_t nchunks, pm_sched_t sched, struct pm_
     t->cbs.cb.cpu = ts_noop;
     t->cbs.model = model;
     t->counts = calloc((size_t)nstubs, sizeof *t->counts);
+    /* Room for every memory a test may give the task (none known: NULL). */
+    t->desc.mem = calloc(PM_MAX_TASK_MEMORIES, sizeof *t->desc.mem);
+    t->mems = calloc(PM_MAX_TASK_MEMORIES, sizeof *t->mems);
+    ck_assert(t->desc.mem != NULL && t->mems != NULL);
     t->sched_space = pm__aligned_alloc(pm__ranges_space(nstubs));
     ck_assert(t->counts != NULL && t->sched_space != NULL);
     for (int i = 0; i < nstubs; i++) {
@@ -51,6 +55,8 @@ static inline void ts_free(pm__task_t *t)
     t->policy->fini(t);
     free(t->sched_space);
     free(t->counts);
+    free(t->desc.mem);
+    free(t->mems);
     free(t);
 }
 

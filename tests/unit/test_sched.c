@@ -247,9 +247,12 @@ static void add_sub(pm__chunk_subs_t *cs, int k, int mem, int access, uint64_t o
 START_TEST(chunk_bytes_from_subscriptions)
 {
     const uint64_t n = 4;
-    pm__task_t t = {.nchunks = n, .grain = 1};
+    pm_task_memory_t mem[3] = {0};
+    pm__memory_t *mems[3] = {0};
+    pm__task_t t = {.nchunks = n, .grain = 1, .mems = mems};
     t.desc.subtasks = n;
     t.desc.nmem = 3;
+    t.desc.mem = mem;
     pm__chunk_subs_t cs[4] = {0};
     for (uint64_t c = 0; c < n; c++) {
         cs[c].start = calloc(2, sizeof *cs[c].start);
