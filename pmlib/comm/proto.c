@@ -201,13 +201,8 @@ static void start_remote_task(pm__rbuf_t *m)
         snprintf(why, sizeof why, "host %d could not read the task (%s)", pm__rt.host, pm_strerror(rc));
         goto nack;
     }
-    pthread_mutex_lock(&pm__rt.lock);
-    const pm__callbacks_t *found = pm__registry_find(name);
     pm__callbacks_t cbs;
-    if (found != NULL)
-        cbs = *found;
-    pthread_mutex_unlock(&pm__rt.lock);
-    if (found == NULL) {
+    if (!pm__registry_get(name, &cbs)) {
         snprintf(why, sizeof why, "no callbacks named '%s' are registered on host %d; "
                  "register them on every host", name, pm__rt.host);
         rc = PM_ENOCALLBACK;

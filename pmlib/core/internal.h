@@ -141,7 +141,8 @@ typedef struct pm__callbacks {
     struct pm__model *model; /* stable while registered; NULL: none */
 } pm__callbacks_t;
 
-const pm__callbacks_t *pm__registry_find(const char *name);
+/* Copies the set registered as `name` into *out; false if there is none. */
+bool pm__registry_get(const char *name, pm__callbacks_t *out);
 void pm__registry_clear(void);
 /* Whether any callback set registered so far has a cuda callback. */
 bool pm__registry_has_cuda(void);
@@ -239,11 +240,16 @@ typedef struct pm__task {
 
     int state;   /* enum pm__task_state; written under the runtime lock */
     int ndeps;   /* unfinished earlier tasks it waits for */
-    struct pm__task **dependents;
+    struct pm__task **dependents; /* dep_room until more are needed */
     int ndependents, cap_dependents;
+    struct pm__task *dep_room[2];
     pm__reader_t *readers; /* per memory: among its readers (in the task's block) */
     pm__tlink_t alink;    /* among the unfinished tasks, submit order */
     pm__tlink_t rlink[2]; /* on the ready lists: [0] CPU, [1] GPU */
+    /* Whether it is on a ready list (atomic; set under the ready lock, and
+     * cleared as the last touch of the task there), read unlocked by a
+     * task that ends without the runtime lock. */
+    unsigned char listed;
     unsigned char run_kinds; /* ready lists while running: bit 0 CPU, bit 1 GPU */
     unsigned char all_kinds; /* ready lists while subscribing: every stub's kind */
     unsigned char every_kind; /* pull, and every stub of the kind may run it: bit 0 CPU, bit 1 GPU */

@@ -5,6 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The sets have a lock of their own, so that a submit looking up its
+ * callbacks does not take the runtime lock that stubs use. */
+static pthread_mutex_t sets_lock = PTHREAD_MUTEX_INITIALIZER;
 static pm__callbacks_t *sets;
 static int nsets, capsets;
 static atomic_int with_cuda; /* sets registered with a cuda callback */
@@ -22,12 +25,22 @@ int pm_callbacks_init(pm_callbacks_t *cb)
     return 0;
 }
 
-const pm__callbacks_t *pm__registry_find(const char *name)
+static const pm__callbacks_t *find_locked(const char *name)
 {
     for (int i = 0; i < nsets; i++)
         if (strcmp(sets[i].name, name) == 0)
             return &sets[i];
     return NULL;
+}
+
+bool pm__registry_get(const char *name, pm__callbacks_t *out)
+{
+    pthread_mutex_lock(&sets_lock);
+    const pm__callbacks_t *found = find_locked(name);
+    if (found != NULL)
+        *out = *found;
+    pthread_mutex_unlock(&sets_lock);
+    return found != NULL;
 }
 
 int pm_callbacks_register(const char *name, const pm_callbacks_t *cb)
@@ -42,8 +55,8 @@ int pm_callbacks_register(const char *name, const pm_callbacks_t *cb)
     if (cb->cpu == NULL && cb->cuda == NULL)
         return PM__FAIL(PM_EINVAL, "callbacks '%s' have neither a cpu nor a cuda callback; set at least one", name);
     int rc = 0;
-    pthread_mutex_lock(&pm__rt.lock);
-    if (pm__registry_find(name) != NULL) {
+    pthread_mutex_lock(&sets_lock);
+    if (find_locked(name) != NULL) {
         rc = PM__FAIL(PM_EEXIST, "callbacks '%s' are already registered; use another name", name);
         goto out_unlock;
     }
@@ -69,17 +82,19 @@ int pm_callbacks_register(const char *name, const pm_callbacks_t *cb)
     if (cb->cuda != NULL)
         atomic_fetch_add_explicit(&with_cuda, 1, memory_order_relaxed);
 out_unlock:
-    pthread_mutex_unlock(&pm__rt.lock);
+    pthread_mutex_unlock(&sets_lock);
     return rc;
 }
 
 void pm__registry_clear(void)
 {
     /* At pm_finalize, after the stubs stopped: each model writes its file. */
+    pthread_mutex_lock(&sets_lock);
     for (int i = 0; i < nsets; i++)
         pm__model_destroy(sets[i].model);
     free(sets);
     sets = NULL;
     nsets = capsets = 0;
     atomic_store(&with_cuda, 0);
+    pthread_mutex_unlock(&sets_lock);
 }

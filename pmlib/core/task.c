@@ -86,14 +86,13 @@ int pm_task_desc_reduce(pm_task_desc_t *desc, int index, pm_reduce_op_t op, pm_t
 
 /* ---- checks at submit -------------------------------------------------- */
 
-static int check_desc(const pm_task_desc_t *d, const pm__callbacks_t **cbs)
+static int check_desc(const pm_task_desc_t *d, pm__callbacks_t *cbs)
 {
     if (d == NULL)
         return PM__FAIL(PM_EINVAL, "pm_task_submit: desc is NULL; fill one with pm_task_desc_init");
     if (d->callbacks == NULL)
         return PM__FAIL(PM_EINVAL, "pm_task_submit: desc->callbacks is NULL; set it to a name given to pm_callbacks_register");
-    *cbs = pm__registry_find(d->callbacks);
-    if (*cbs == NULL)
+    if (!pm__registry_get(d->callbacks, cbs))
         return PM__FAIL(PM_ENOCALLBACK, "pm_task_submit: no callbacks named '%.64s' on host %d; "
                         "call pm_callbacks_register on every host before submitting", d->callbacks, pm__rt.host);
     if (d->subtasks == 0)
@@ -121,9 +120,9 @@ static int check_desc(const pm_task_desc_t *d, const pm__callbacks_t **cbs)
         if (m->reduce != PM_REDUCE_NONE && m->access == PM_READ)
             return PM__FAIL(PM_EINVAL, "pm_task_submit: memory %d is reduced but added as PM_READ; add it with PM_WRITE",
                             i);
-        if (m->reduce == PM_REDUCE_CUSTOM && (*cbs)->cb.reduce == NULL)
+        if (m->reduce == PM_REDUCE_CUSTOM && cbs->cb.reduce == NULL)
             return PM__FAIL(PM_EINVAL, "pm_task_submit: memory %d uses PM_REDUCE_CUSTOM but callbacks '%s' have no reduce callback",
-                            i, (*cbs)->name);
+                            i, cbs->name);
         for (int j = 0; j < i; j++)
             if (d->mem[j].memory.id == m->memory.id)
                 return PM__FAIL(PM_EINVAL, "pm_task_submit: the same memory is task memory %d and %d; name each memory once",
@@ -493,7 +492,8 @@ static void task_free(pm__task_t *t)
         t->policy->fini(t);
     pm__reduce_tree_free(t);
     free(t->message);
-    free(t->dependents);
+    if (t->dependents != t->dep_room)
+        free(t->dependents);
     free(t->conf);
     block_put(t);
 }
@@ -514,6 +514,8 @@ int pm__task_create(const pm_task_desc_t *d, const pm__callbacks_t *cbs, pm__tas
         .grain = d->grain, .devices = d->devices, .min_cc = d->min_cc};
     memcpy(t->desc.mem, d->mem, (size_t)nmem * sizeof *d->mem);
     t->mems = (pm__memory_t **)(t->desc.mem + nmem);
+    t->dependents = t->dep_room; /* most tasks have one or two */
+    t->cap_dependents = 2;
     t->counts = (pm__stub_counts_t *)((char *)t + head);
     t->sched_space = (char *)t + head + counts;
     t->failed_host = -1;
@@ -660,9 +662,7 @@ static void tlist_append(pm__tlist_t *l, pm__task_t *t, size_t off)
     pm__tlink_t *k = link_at(t, off);
     if (k->on)
         return;
-    k->prev = l->tail;
-    k->next = NULL;
-    __atomic_store_n(&k->on, true, __ATOMIC_RELEASE); /* read unlocked by quick_finish */
+    *k = (pm__tlink_t){.prev = l->tail, .next = NULL, .on = true};
     if (l->tail != NULL)
         link_at(l->tail, off)->next = t;
     else
@@ -683,8 +683,7 @@ static void tlist_remove(pm__tlist_t *l, pm__task_t *t, size_t off)
         link_at(k->next, off)->prev = k->prev;
     else
         l->tail = k->prev;
-    k->prev = k->next = NULL;
-    __atomic_store_n(&k->on, false, __ATOMIC_RELEASE);
+    *k = (pm__tlink_t){0};
 }
 
 #define ACTIVE_LINK offsetof(pm__task_t, alink)
@@ -765,6 +764,7 @@ void pm__task_ready_locked(pm__task_t *t)
     for (int k = 0; k < 2; k++)
         if (kinds & (1u << k))
             tlist_append(&pm__rt.ready[k], t, READY_LINK(k));
+    __atomic_store_n(&t->listed, t->rlink[0].on || t->rlink[1].on, __ATOMIC_RELAXED);
     atomic_fetch_add_explicit(&pm__rt.work_gen, 1, memory_order_release);
     /* Only stubs of the kinds that may take part are woken (a CPU task on a
      * GPU host leaves the GPU stub asleep), one per chunk when any of them
@@ -788,6 +788,8 @@ void pm__task_unready_locked(pm__task_t *t)
 {
     for (int k = 0; k < 2; k++)
         tlist_remove(&pm__rt.ready[k], t, READY_LINK(k));
+    /* The last touch: once another thread sees 0, this one is done with t. */
+    __atomic_store_n(&t->listed, 0, __ATOMIC_RELEASE);
 }
 
 /* Takes t off the ready lists (runtime lock held or not). */
@@ -826,12 +828,15 @@ static int reserve_dependents(pm__task_t *e, int more)
 {
     if (e->ndependents + more <= e->cap_dependents)
         return 0;
-    int cap = e->cap_dependents ? e->cap_dependents : 4;
+    int cap = e->cap_dependents ? e->cap_dependents * 2 : 4;
     while (cap < e->ndependents + more)
         cap *= 2;
-    pm__task_t **n = realloc(e->dependents, (size_t)cap * sizeof *n);
+    bool room = e->dependents == e->dep_room;
+    pm__task_t **n = realloc(room ? NULL : e->dependents, (size_t)cap * sizeof *n);
     if (n == NULL)
         return PM_ENOMEM;
+    if (room)
+        memcpy(n, e->dep_room, (size_t)e->ndependents * sizeof *n);
     e->dependents = n;
     e->cap_dependents = cap;
     return 0;
@@ -975,13 +980,8 @@ int pm_task_submit(const pm_task_desc_t *desc, pm_task_t *task)
     if (task == NULL)
         return PM__FAIL(PM_EINVAL, "pm_task_submit: task is NULL; pass the address of a pm_task_t");
     *task = PM_TASK_NULL;
-    const pm__callbacks_t *cbs = NULL;
-    pthread_mutex_lock(&pm__rt.lock); /* the registry may grow meanwhile */
-    int rc = check_desc(desc, &cbs);
     pm__callbacks_t cbcopy;
-    if (rc == 0)
-        cbcopy = *cbs;
-    pthread_mutex_unlock(&pm__rt.lock);
+    int rc = check_desc(desc, &cbcopy);
     if (rc != 0)
         return rc;
     pm__task_t *t;
@@ -1159,11 +1159,9 @@ static void release_locked(pm__task_t *t)
  */
 static bool quick_finish(pm__task_t *t)
 {
-    if (t->desc.nmem > 0 || pm__rt.nhosts > 1 || t->status != 0 ||
-        __atomic_load_n(&t->alink.on, __ATOMIC_ACQUIRE))
+    if (t->desc.nmem > 0 || pm__rt.nhosts > 1 || t->status != 0 || t->alink.on)
         return false;
-    if (__atomic_load_n(&t->rlink[0].on, __ATOMIC_ACQUIRE) ||
-        __atomic_load_n(&t->rlink[1].on, __ATOMIC_ACQUIRE))
+    if (__atomic_load_n(&t->listed, __ATOMIC_ACQUIRE))
         unready(t);
     __atomic_store_n(&t->state, PM__TASK_DONE, __ATOMIC_SEQ_CST);
     int left = __atomic_sub_fetch(&pm__rt.nactive_local, 1, __ATOMIC_SEQ_CST);

@@ -17,7 +17,9 @@
  * off the ready lists, which takes the ready lock). */
 enum job { JOB_NONE, JOB_PREPARE, JOB_RUN, JOB_ASK };
 
-/* Idle stubs that poll for work at a time (the rest sleep). */
+/* Idle stubs that poll for work at a time (the rest sleep); one when the
+ * process has more busy threads than cores, where a second poller takes
+ * a core from a thread with work (the program's, submitting). */
 #define PM__SPINNERS 2
 
 /* Ready tasks a stub looks at before it gives up: the list holds only tasks
@@ -256,7 +258,7 @@ static void idle(pm__stub_t *s)
     /* A few pollers suffice: the others sleep, and are woken one per chunk
      * of new work, so new work does not send every idle stub after the
      * ready lock at once. */
-    bool poll = pm__rt.spinning < PM__SPINNERS;
+    bool poll = pm__rt.spinning < (pm__rt.crowded ? 1 : PM__SPINNERS);
     if (poll) {
         pm__rt.spinning++;
         pm__rt.spinning_kind[kind]++;
