@@ -163,15 +163,12 @@ static void run_loop(pm__stub_t *s, pm__task_t *t, uint64_t k)
     if (s->ops->ready != NULL)
         s->ops->ready(s); /* untimed: one-time set-up is not the task's speed */
     pm__fetch_t *fetch = NULL;
-    /* One clock read per chunk here: a chunk's time runs from the end of
-     * the one before it (the bookkeeping between them is small). On other
-     * hosts the report sent between them is not, and is left out. */
-    double t0 = pm__now();
     for (;;) {
         if (t->running != NULL) { /* other hosts may ask for a copy of it */
-            atomic_store(&t->running_since[s->index], (uint64_t)(t0 * 1e9));
+            atomic_store(&t->running_since[s->index], (uint64_t)(pm__now() * 1e9));
             atomic_store(&t->running[s->index], k);
         }
+        double t0 = pm__now();
         uint64_t next = 0, ran_ns = 0;
         bool more;
         pm__fetch_t *next_fetch = NULL;
@@ -226,7 +223,6 @@ static void run_loop(pm__stub_t *s, pm__task_t *t, uint64_t k)
             return;
         k = next;
         fetch = next_fetch;
-        t0 = t->remote ? pm__now() : t1;
     }
 }
 
