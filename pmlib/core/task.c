@@ -380,7 +380,7 @@ double pm__host_speed(pm__task_t *t, int h)
 static struct {
     pm__lock_t lock;
     void *head[PM_MAX_TASK_MEMORIES + 1];
-    size_t bytes, max; /* max: read at the first task after pm_init */
+    size_t bytes, max; /* max: read at the first release after pm_init */
     bool max_read;
 } block_cache;
 
@@ -406,11 +406,14 @@ static size_t head_bytes(int nmem)
                    (size_t)nmem * (sizeof(pm__reader_t) + sizeof(pm_task_memory_t) + sizeof(pm__memory_t *)));
 }
 
+static size_t counts_bytes(void)
+{
+    return round64((size_t)pm__rt.nstubs * sizeof(pm__stub_counts_t));
+}
+
 static size_t block_bytes(int nmem)
 {
-    size_t head = head_bytes(nmem);
-    size_t counts = round64((size_t)pm__rt.nstubs * sizeof(pm__stub_counts_t));
-    return head + counts + round64(pm__ranges_space(pm__rt.nstubs));
+    return head_bytes(nmem) + counts_bytes() + round64(pm__ranges_space(pm__rt.nstubs));
 }
 
 static int block_nmem(int nmem)
@@ -502,7 +505,6 @@ int pm__task_create(const pm_task_desc_t *d, const pm__callbacks_t *cbs, pm__tas
 {
     int nmem = block_nmem(d->nmem);
     size_t head = head_bytes(nmem);
-    size_t counts = round64((size_t)pm__rt.nstubs * sizeof(pm__stub_counts_t));
     pm__task_t *t = block_get(nmem);
     if (t == NULL)
         return PM_ENOMEM;
@@ -517,7 +519,7 @@ int pm__task_create(const pm_task_desc_t *d, const pm__callbacks_t *cbs, pm__tas
     t->dependents = t->dep_room; /* most tasks have one or two */
     t->cap_dependents = 2;
     t->counts = (pm__stub_counts_t *)((char *)t + head);
-    t->sched_space = (char *)t + head + counts;
+    t->sched_space = (char *)t + head + counts_bytes();
     t->failed_host = -1;
     t->cbs = *cbs;
     t->failed_subtask = UINT64_MAX;
@@ -792,9 +794,14 @@ void pm__task_unready_locked(pm__task_t *t)
     __atomic_store_n(&t->listed, 0, __ATOMIC_RELEASE);
 }
 
-/* Takes t off the ready lists (runtime lock held or not). */
+/* Takes t off the ready lists: by a caller holding the runtime lock, or
+ * once t has finished. Tasks go on the lists only under the runtime lock
+ * and while they have work, so one found off them then stays off, and the
+ * ready lock is not taken. */
 static void unready(pm__task_t *t)
 {
+    if (!__atomic_load_n(&t->listed, __ATOMIC_ACQUIRE))
+        return;
     pthread_mutex_lock(&pm__rt.ready_lock);
     pm__task_unready_locked(t);
     pthread_mutex_unlock(&pm__rt.ready_lock);
@@ -1161,8 +1168,7 @@ static bool quick_finish(pm__task_t *t)
 {
     if (t->desc.nmem > 0 || pm__rt.nhosts > 1 || t->status != 0 || t->alink.on)
         return false;
-    if (__atomic_load_n(&t->listed, __ATOMIC_ACQUIRE))
-        unready(t);
+    unready(t);
     __atomic_store_n(&t->state, PM__TASK_DONE, __ATOMIC_SEQ_CST);
     int left = __atomic_sub_fetch(&pm__rt.nactive_local, 1, __ATOMIC_SEQ_CST);
     if (__atomic_load_n(&pm__rt.task_waiters, __ATOMIC_SEQ_CST) > 0 ||
