@@ -698,9 +698,29 @@ void pm__stubs_woken(int k)
             atomic_store(&pm__rt.stubs[i].parked, false);
 }
 
-/* Wakes parked stubs of kind k for new work: as many as it has chunks.
- * Ready lock held. */
-static void wake_stubs_locked(int k, uint64_t chunks)
+/* Wake-ups decided under the ready lock and sent after it is dropped, so
+ * that the lock is not held across the system call (stubs spin on it). A
+ * stub that parks in between sees the new work first: work is added, and
+ * the work generation moved, under the same lock. */
+typedef struct wake {
+    uint64_t n[2]; /* signals per kind */
+    bool all[2];   /* or a broadcast */
+} wake_t;
+
+static void wake_send(const wake_t *w)
+{
+    for (int k = 0; k < 2; k++) {
+        if (w->all[k])
+            pthread_cond_broadcast(&pm__rt.work_cv[k]);
+        else
+            for (uint64_t i = 0; i < w->n[k]; i++)
+                pthread_cond_signal(&pm__rt.work_cv[k]);
+    }
+}
+
+/* Decides the wake-ups of parked stubs of kind k for new work: as many as
+ * it has chunks. Ready lock held; wake_send() after it is dropped. */
+static void wake_stubs_locked(wake_t *w, int k, uint64_t chunks)
 {
     /* Polling stubs of the kind see the work without a wake-up. */
     uint64_t polling = (uint64_t)pm__rt.spinning_kind[k];
@@ -709,12 +729,11 @@ static void wake_stubs_locked(int k, uint64_t chunks)
     if (parked == 0 || chunks == 0)
         return;
     if (chunks >= parked || k == 1) { /* GPU stubs are few: all of them */
-        pthread_cond_broadcast(&pm__rt.work_cv[k]);
+        w->all[k] = true;
         pm__stubs_woken(k);
         chunks = parked;
     } else {
-        for (uint64_t i = 0; i < chunks; i++)
-            pthread_cond_signal(&pm__rt.work_cv[k]);
+        w->n[k] += chunks;
     }
     atomic_fetch_add_explicit(&pm__rt.woken, chunks, memory_order_relaxed);
 }
@@ -753,15 +772,18 @@ void pm__task_wake_more(pm__task_t *t, pm_device_kind_t kind, uint64_t chunk_ns)
     uint64_t left = t->policy->left(t);
     if (left == 0)
         return;
+    wake_t w = {0};
     pthread_mutex_lock(&pm__rt.ready_lock);
-    wake_stubs_locked(k, left);
+    wake_stubs_locked(&w, k, left);
     pthread_mutex_unlock(&pm__rt.ready_lock);
+    wake_send(&w);
 }
 
 void pm__task_ready_locked(pm__task_t *t)
 {
     bool prepare = t->state == PM__TASK_PREPARE;
     unsigned kinds = prepare ? t->all_kinds : t->run_kinds;
+    wake_t w = {0};
     pthread_mutex_lock(&pm__rt.ready_lock);
     for (int k = 0; k < 2; k++)
         if (kinds & (1u << k))
@@ -781,9 +803,10 @@ void pm__task_ready_locked(pm__task_t *t)
             n = t->nchunks;
         else if ((t->every_kind >> k) & 1u)
             n = k == 0 ? cpu_stubs_worth(t) : t->nchunks;
-        wake_stubs_locked(k, n);
+        wake_stubs_locked(&w, k, n);
     }
     pthread_mutex_unlock(&pm__rt.ready_lock);
+    wake_send(&w);
 }
 
 void pm__task_unready_locked(pm__task_t *t)
@@ -923,25 +946,26 @@ static void link_locked(pm__task_t *t)
 
 /* Makes a task whose dependencies are done runnable (runtime lock held). */
 /* From here on subtasks may write; versions will move. */
-static void start_running_locked(pm__task_t *t)
+static void start_running_locked(pm__task_t *t, bool at_submit)
 {
     if (pm__rt.nhosts > 1 && t->desc.sched == PM_SCHED_PULL && t->host_lo != NULL)
         split_hosts_by_cost(t);
     __atomic_store_n(&t->state, PM__TASK_RUN, __ATOMIC_RELEASE);
-    t->t_start = pm__now();
+    /* A task that runs as it is submitted starts at its submit time. */
+    t->t_start = at_submit ? t->t_submit : pm__now();
     atomic_store(&t->started, 1);
     if (pm__rt.nhosts > 1)
         pm__proto_task_started(t);
     pm__task_ready_locked(t);
 }
 
-static void make_ready_locked(pm__task_t *t)
+static void make_ready_locked(pm__task_t *t, bool at_submit)
 {
     if (t->chunk_subs != NULL && !t->prepared) {
         __atomic_store_n(&t->state, PM__TASK_PREPARE, __ATOMIC_RELEASE);
         pm__task_ready_locked(t);
     } else {
-        start_running_locked(t);
+        start_running_locked(t, at_submit);
     }
 }
 
@@ -974,7 +998,7 @@ static int enqueue_locked(pm__task_t *t)
     __atomic_add_fetch(&pm__rt.nactive_local, 1, __ATOMIC_RELAXED);
     t->state = PM__TASK_WAITING;
     if (t->ndeps == 0)
-        make_ready_locked(t);
+        make_ready_locked(t, true);
     return 0;
 }
 
@@ -1065,7 +1089,7 @@ void pm__task_prepared(pm__task_t *t)
         return;
     }
     pthread_mutex_lock(&pm__rt.lock);
-    start_running_locked(t);
+    start_running_locked(t, false);
     pthread_mutex_unlock(&pm__rt.lock);
 }
 
@@ -1149,7 +1173,7 @@ static void release_locked(pm__task_t *t)
     __atomic_sub_fetch(&pm__rt.nactive_local, 1, __ATOMIC_RELEASE);
     for (int i = 0; i < t->ndependents; i++)
         if (--t->dependents[i]->ndeps == 0)
-            make_ready_locked(t->dependents[i]);
+            make_ready_locked(t->dependents[i], false);
     t->ndependents = 0;
     if (t->status != 0 && pm__rt.first_failure == 0)
         pm__rt.first_failure = t->status;

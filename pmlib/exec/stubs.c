@@ -8,6 +8,7 @@
 #define _GNU_SOURCE
 #include "core/internal.h"
 #include "exec/cuda.h"
+#include "sched/ranges.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,6 +52,10 @@ static enum job find_work_locked(pm__stub_t *s, pm__task_t **task, uint64_t *chu
             if (pm__task_runnable_on(t, s) && t->policy->take(t, s->index, chunk)) {
                 *task = t;
                 t->inprogress += t->remote; /* counted where a host drains */
+                /* Its last chunk on one host: off the lists now, while the
+                 * lock is held, rather than by the next look or its end. */
+                if (pm__rt.nhosts == 1 && t->policy->left(t) == 0)
+                    pm__task_unready_locked(t);
                 return JOB_RUN;
             }
             if (t->policy->left(t) == 0) {
@@ -95,14 +100,31 @@ static void average_in(atomic_uint_fast64_t *avg, uint64_t ns)
 
 /* Running averages of the stub's time per chunk (this task) and of its
  * kind's time per subtask (these callbacks), for the scheduler. */
-static void note_time(const pm__stub_t *s, pm__task_t *t, uint64_t k, double seconds)
+static void note_time(const pm__stub_t *s, pm__task_t *t, uint64_t k, uint64_t nk, double seconds)
 {
-    uint64_t first, last;
+    uint64_t first, last, unused;
     pm__chunk_span(t, k, &first, &last);
-    uint64_t n = last - first;
+    if (nk > 1)
+        pm__chunk_span(t, k + nk - 1, &unused, &last);
     uint64_t ns = (uint64_t)(seconds * 1e9) + 1;
-    average_in(&t->counts[s->index].chunk_ns, ns);
-    pm__model_note_chunk(t, s, n, ns);
+    average_in(&t->counts[s->index].chunk_ns, ns / nk + 1);
+    pm__model_note_chunk(t, s, last - first, ns);
+}
+
+/* Chunks a stub runs back to back, with one hand-out, timing and count for
+ * them all: as many as keep such a run near PM__BATCH_NS by the stub's own
+ * time per chunk in this task. Its first chunk of a task runs alone, so a
+ * task slower than the model says is seen before any batch; the other
+ * stubs may still steal what is not taken. */
+#define PM__BATCH_NS 1000
+#define PM__BATCH_MAX 4096
+
+static uint64_t batch_of(const pm__stub_t *s, const pm__task_t *t)
+{
+    uint64_t ns = atomic_load_explicit(&t->counts[s->index].chunk_ns, memory_order_relaxed);
+    if (ns == 0 || 2 * ns > PM__BATCH_NS)
+        return 1;
+    return PM__BATCH_NS / ns < PM__BATCH_MAX ? PM__BATCH_NS / ns : PM__BATCH_MAX;
 }
 
 /* Takes the chunk after the current one; on another host its inputs start
@@ -148,7 +170,7 @@ static void feed_done(pm__chunk_feed_t *f, uint64_t chunk, double since)
     uint64_t first, last;
     /* Chunks overlap in the pipeline: each costs the time since the one
      * before it completed (or since it started, if later). */
-    note_time(g->s, g->t, chunk, now - (since > g->last ? since : g->last));
+    note_time(g->s, g->t, chunk, 1, now - (since > g->last ? since : g->last));
     g->last = now;
     pm__trace_span(g->s->index, PM__TRACE_CHUNK, g->t->seq, chunk, since, now);
     pm__chunk_span(g->t, chunk, &first, &last);
@@ -163,6 +185,10 @@ static void run_loop(pm__stub_t *s, pm__task_t *t, uint64_t k)
     if (s->ops->ready != NULL)
         s->ops->ready(s); /* untimed: one-time set-up is not the task's speed */
     pm__fetch_t *fetch = NULL;
+    /* Batches on one host, under pull (on several, chunks are reported to
+     * host 0 one by one). */
+    const bool batches = pm__rt.nhosts == 1 && t->desc.sched == PM_SCHED_PULL;
+    uint64_t nk = 1; /* chunks from k on, run as one batch */
     for (;;) {
         if (t->running != NULL) { /* other hosts may ask for a copy of it */
             atomic_store(&t->running_since[s->index], (uint64_t)(pm__now() * 1e9));
@@ -199,29 +225,38 @@ static void run_loop(pm__stub_t *s, pm__task_t *t, uint64_t k)
             }
             more = false;
         } else {
-            s->ops->run_chunk(s, t, k);
+            for (uint64_t i = 0; i < nk; i++)
+                s->ops->run_chunk(s, t, k + i);
             more = false; /* taken below, after the chunk */
         }
         double t1 = pm__now();
-        note_time(s, t, k, t1 - t0);
+        note_time(s, t, k, nk, t1 - t0);
         pm__task_wake_more(t, s->ops->kind, (uint64_t)((t1 - t0) * 1e9));
         pm__trace_span(s->index, PM__TRACE_CHUNK, t->seq, k, t0, t1);
         if (t->running != NULL) {
             atomic_store(&t->running[s->index], UINT64_MAX);
             atomic_store(&t->copied[s->index], 0);
         }
-        if (!t->remote)
+        uint64_t next_n = 1;
+        if (!t->remote) {
             more = take_next(s, t, &next, &next_fetch);
-        uint64_t first, last;
+            uint64_t b = more && batches ? batch_of(s, t) : 1;
+            if (b > 1)
+                next_n += pm__ranges_extend(t, s->index, next + 1, b - 1);
+        }
+        uint64_t first, last, unused;
         pm__chunk_span(t, k, &first, &last);
+        if (nk > 1)
+            pm__chunk_span(t, k + nk - 1, &unused, &last);
         atomic_fetch_add(&t->subtasks_done, last - first);
         if (t->remote)
             pm__proto_after_chunk(t, k, s->ops->kind, ran_ns);
         else
-            pm__task_done(t, 1);
+            pm__task_done(t, nk);
         if (!more)
             return;
         k = next;
+        nk = next_n;
         fetch = next_fetch;
     }
 }

@@ -87,6 +87,21 @@ bool pm__ranges_take_own(pm__task_t *t, int stub, uint64_t *chunk)
     return got;
 }
 
+uint64_t pm__ranges_extend(pm__task_t *t, int stub, uint64_t next, uint64_t max)
+{
+    pm__range_slot_t *r = &t->sched->slot[stub];
+    uint64_t n = 0;
+    pm__lock(&r->lock);
+    uint64_t lo = atomic_load_explicit(&r->lo, memory_order_relaxed);
+    uint64_t hi = atomic_load_explicit(&r->hi, memory_order_relaxed);
+    if (lo == next && hi > lo) {
+        n = hi - lo < max ? hi - lo : max;
+        atomic_store_explicit(&r->lo, lo + n, memory_order_relaxed);
+    }
+    pm__unlock(&r->lock);
+    return n;
+}
+
 /* The stub with the most chunks left, other than `self` (-1: any). */
 static int pick_victim(const struct pm__sched_state *st, int self)
 {

@@ -38,6 +38,10 @@ size_t pm__ranges_space(int nstubs);
 int pm__ranges_init(pm__task_t *t, int nstubs, const double *weight);
 bool pm__ranges_take_own(pm__task_t *t, int stub, uint64_t *chunk);
 bool pm__ranges_steal(pm__task_t *t, int stub, uint64_t *chunk);
+/* After the stub took chunk `next - 1`: up to `max` more chunks from the
+ * front of its own range when that front is `next` (they follow the one
+ * it took); returns how many. */
+uint64_t pm__ranges_extend(pm__task_t *t, int stub, uint64_t next, uint64_t max);
 void pm__ranges_fini(pm__task_t *t);
 /* Chunks still queued on this host (a snapshot). */
 uint64_t pm__ranges_left(const pm__task_t *t);
