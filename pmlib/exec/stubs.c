@@ -8,6 +8,7 @@
 #define _GNU_SOURCE
 #include "core/internal.h"
 #include "exec/cuda.h"
+#include "sched/model.h"
 #include "sched/ranges.h"
 
 #include <stdio.h>
@@ -113,18 +114,46 @@ static void note_time(const pm__stub_t *s, pm__task_t *t, uint64_t k, uint64_t n
 
 /* Chunks a stub runs back to back, with one hand-out, timing and count for
  * them all: as many as keep such a run near PM__BATCH_NS by the stub's own
- * time per chunk in this task. Its first chunk of a task runs alone, so a
- * task slower than the model says is seen before any batch; the other
- * stubs may still steal what is not taken. */
+ * time per chunk in this task, else by the model's for its device. The
+ * other stubs may steal what is not taken. Should the first chunk of a
+ * batch run longer than PM__BATCH_LONG times the guess (the model did not
+ * know the task), the rest of the batch goes back to the stub's range. */
 #define PM__BATCH_NS 1000
 #define PM__BATCH_MAX 4096
+#define PM__BATCH_LONG 4
 
-static uint64_t batch_of(const pm__stub_t *s, const pm__task_t *t)
+/* Expected ns per chunk of stub s in task t (0: not known). */
+static uint64_t expect_ns(const pm__stub_t *s, const pm__task_t *t)
 {
     uint64_t ns = atomic_load_explicit(&t->counts[s->index].chunk_ns, memory_order_relaxed);
+    if (ns == 0 && t->cbs.model != NULL)
+        ns = (uint64_t)(pm__model_ns(t->cbs.model, s->index) * (double)t->grain);
+    return ns;
+}
+
+static uint64_t batch_of(uint64_t ns)
+{
     if (ns == 0 || 2 * ns > PM__BATCH_NS)
         return 1;
     return PM__BATCH_NS / ns < PM__BATCH_MAX ? PM__BATCH_NS / ns : PM__BATCH_MAX;
+}
+
+/* Runs the nk chunks from k (a batch of one stub); returns how many ran,
+ * the rest having gone back to the stub's range. */
+static uint64_t run_batch(pm__stub_t *s, pm__task_t *t, uint64_t k, uint64_t nk, uint64_t guess_ns,
+                          double t0)
+{
+    s->ops->run_chunk(s, t, k);
+    if (nk == 1)
+        return 1;
+    uint64_t took = (uint64_t)((pm__now() - t0) * 1e9);
+    if (took > PM__BATCH_LONG * guess_ns && pm__ranges_untake(t, s->index, k + 1, k + nk)) {
+        pm__task_wake_more(t, s->ops->kind, took * nk);
+        return 1;
+    }
+    for (uint64_t i = 1; i < nk; i++)
+        s->ops->run_chunk(s, t, k + i);
+    return nk;
 }
 
 /* Takes the chunk after the current one; on another host its inputs start
@@ -185,10 +214,13 @@ static void run_loop(pm__stub_t *s, pm__task_t *t, uint64_t k)
     if (s->ops->ready != NULL)
         s->ops->ready(s); /* untimed: one-time set-up is not the task's speed */
     pm__fetch_t *fetch = NULL;
-    /* Batches on one host, under pull (on several, chunks are reported to
-     * host 0 one by one). */
-    const bool batches = pm__rt.nhosts == 1 && t->desc.sched == PM_SCHED_PULL;
-    uint64_t nk = 1; /* chunks from k on, run as one batch */
+    /* CPU stubs batch on one host, under pull (on several, chunks are
+     * reported to host 0 one by one; a GPU runs its own stream). */
+    const bool batches = t->nchunks > 1 && pm__rt.nhosts == 1 && t->desc.sched == PM_SCHED_PULL &&
+                         s->ops->kind == PM_DEVICE_CPU && !t->remote && !t->home_dir;
+    uint64_t nk = 1, guess = 0; /* chunks from k on, run as one batch, and ns per chunk expected */
+    if (batches && (guess = expect_ns(s, t)) > 0 && batch_of(guess) > 1)
+        nk += pm__ranges_extend(t, s->index, k + 1, batch_of(guess) - 1);
     for (;;) {
         if (t->running != NULL) { /* other hosts may ask for a copy of it */
             atomic_store(&t->running_since[s->index], (uint64_t)(pm__now() * 1e9));
@@ -225,8 +257,7 @@ static void run_loop(pm__stub_t *s, pm__task_t *t, uint64_t k)
             }
             more = false;
         } else {
-            for (uint64_t i = 0; i < nk; i++)
-                s->ops->run_chunk(s, t, k + i);
+            nk = run_batch(s, t, k, nk, guess, t0);
             more = false; /* taken below, after the chunk */
         }
         double t1 = pm__now();
@@ -240,9 +271,9 @@ static void run_loop(pm__stub_t *s, pm__task_t *t, uint64_t k)
         uint64_t next_n = 1;
         if (!t->remote) {
             more = take_next(s, t, &next, &next_fetch);
-            uint64_t b = more && batches ? batch_of(s, t) : 1;
-            if (b > 1)
-                next_n += pm__ranges_extend(t, s->index, next + 1, b - 1);
+            guess = more && batches ? expect_ns(s, t) : 0;
+            if (batch_of(guess) > 1)
+                next_n += pm__ranges_extend(t, s->index, next + 1, batch_of(guess) - 1);
         }
         uint64_t first, last, unused;
         pm__chunk_span(t, k, &first, &last);

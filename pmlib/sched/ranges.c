@@ -102,6 +102,17 @@ uint64_t pm__ranges_extend(pm__task_t *t, int stub, uint64_t next, uint64_t max)
     return n;
 }
 
+bool pm__ranges_untake(pm__task_t *t, int stub, uint64_t lo, uint64_t hi)
+{
+    pm__range_slot_t *r = &t->sched->slot[stub];
+    pm__lock(&r->lock);
+    bool back = atomic_load_explicit(&r->lo, memory_order_relaxed) == hi;
+    if (back)
+        atomic_store_explicit(&r->lo, lo, memory_order_relaxed);
+    pm__unlock(&r->lock);
+    return back;
+}
+
 /* The stub with the most chunks left, other than `self` (-1: any). */
 static int pick_victim(const struct pm__sched_state *st, int self)
 {

@@ -42,6 +42,9 @@ bool pm__ranges_steal(pm__task_t *t, int stub, uint64_t *chunk);
  * front of its own range when that front is `next` (they follow the one
  * it took); returns how many. */
 uint64_t pm__ranges_extend(pm__task_t *t, int stub, uint64_t next, uint64_t max);
+/* Gives chunks [lo, hi) the stub took by pm__ranges_extend back to the
+ * front of its range; false (they stay taken) if the range moved since. */
+bool pm__ranges_untake(pm__task_t *t, int stub, uint64_t lo, uint64_t hi);
 void pm__ranges_fini(pm__task_t *t);
 /* Chunks still queued on this host (a snapshot). */
 uint64_t pm__ranges_left(const pm__task_t *t);
