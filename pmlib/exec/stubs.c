@@ -99,17 +99,24 @@ static void average_in(atomic_uint_fast64_t *avg, uint64_t ns)
     atomic_store_explicit(avg, old ? (3 * old + ns) / 4 : ns, memory_order_relaxed);
 }
 
-/* Running averages of the stub's time per chunk (this task) and of its
- * kind's time per subtask (these callbacks), for the scheduler. */
-static void note_time(const pm__stub_t *s, pm__task_t *t, uint64_t k, uint64_t nk, double seconds)
+/* Subtasks of the nk chunks from k. */
+static uint64_t span_subtasks(const pm__task_t *t, uint64_t k, uint64_t nk)
 {
     uint64_t first, last, unused;
     pm__chunk_span(t, k, &first, &last);
     if (nk > 1)
         pm__chunk_span(t, k + nk - 1, &unused, &last);
+    return last - first;
+}
+
+/* Running averages of the stub's time per chunk (this task) and of its
+ * kind's time per subtask (these callbacks), for the scheduler: nk chunks
+ * of n subtasks in all took `seconds`. */
+static void note_time(const pm__stub_t *s, pm__task_t *t, uint64_t n, uint64_t nk, double seconds)
+{
     uint64_t ns = (uint64_t)(seconds * 1e9) + 1;
     average_in(&t->counts[s->index].chunk_ns, ns / nk + 1);
-    pm__model_note_chunk(t, s, last - first, ns);
+    pm__model_note_chunk(t, s, n, ns);
 }
 
 /* Chunks a stub runs back to back, with one hand-out, timing and count for
@@ -131,11 +138,16 @@ static uint64_t expect_ns(const pm__stub_t *s, const pm__task_t *t)
     return ns;
 }
 
-static uint64_t batch_of(uint64_t ns)
+/* Takes the chunks after chunk k (which the stub holds) that join it in a
+ * batch; returns the batch's size, k included, and in *guess the expected
+ * ns per chunk. */
+static uint64_t take_batch(pm__stub_t *s, pm__task_t *t, uint64_t k, uint64_t *guess)
 {
+    uint64_t ns = *guess = expect_ns(s, t);
     if (ns == 0 || 2 * ns > PM__BATCH_NS)
         return 1;
-    return PM__BATCH_NS / ns < PM__BATCH_MAX ? PM__BATCH_NS / ns : PM__BATCH_MAX;
+    uint64_t b = PM__BATCH_NS / ns < PM__BATCH_MAX ? PM__BATCH_NS / ns : PM__BATCH_MAX;
+    return 1 + pm__ranges_extend(t, s->index, k + 1, b - 1);
 }
 
 /* Runs the nk chunks from k (a batch of one stub); returns how many ran,
@@ -196,14 +208,13 @@ static void feed_done(pm__chunk_feed_t *f, uint64_t chunk, double since)
 {
     gpu_feed_t *g = (gpu_feed_t *)f;
     double now = pm__now();
-    uint64_t first, last;
+    const uint64_t n = span_subtasks(g->t, chunk, 1);
     /* Chunks overlap in the pipeline: each costs the time since the one
      * before it completed (or since it started, if later). */
-    note_time(g->s, g->t, chunk, 1, now - (since > g->last ? since : g->last));
+    note_time(g->s, g->t, n, 1, now - (since > g->last ? since : g->last));
     g->last = now;
     pm__trace_span(g->s->index, PM__TRACE_CHUNK, g->t->seq, chunk, since, now);
-    pm__chunk_span(g->t, chunk, &first, &last);
-    atomic_fetch_add(&g->t->subtasks_done, last - first);
+    atomic_fetch_add(&g->t->subtasks_done, n);
     pm__task_done(g->t, 1);
 }
 #endif
@@ -218,9 +229,8 @@ static void run_loop(pm__stub_t *s, pm__task_t *t, uint64_t k)
      * reported to host 0 one by one; a GPU runs its own stream). */
     const bool batches = t->nchunks > 1 && pm__rt.nhosts == 1 && t->desc.sched == PM_SCHED_PULL &&
                          s->ops->kind == PM_DEVICE_CPU && !t->remote && !t->home_dir;
-    uint64_t nk = 1, guess = 0; /* chunks from k on, run as one batch, and ns per chunk expected */
-    if (batches && (guess = expect_ns(s, t)) > 0 && batch_of(guess) > 1)
-        nk += pm__ranges_extend(t, s->index, k + 1, batch_of(guess) - 1);
+    uint64_t guess = 0; /* ns per chunk expected */
+    uint64_t nk = batches ? take_batch(s, t, k, &guess) : 1; /* chunks from k on, run as one batch */
     for (;;) {
         if (t->running != NULL) { /* other hosts may ask for a copy of it */
             atomic_store(&t->running_since[s->index], (uint64_t)(pm__now() * 1e9));
@@ -261,7 +271,8 @@ static void run_loop(pm__stub_t *s, pm__task_t *t, uint64_t k)
             more = false; /* taken below, after the chunk */
         }
         double t1 = pm__now();
-        note_time(s, t, k, nk, t1 - t0);
+        const uint64_t n = span_subtasks(t, k, nk);
+        note_time(s, t, n, nk, t1 - t0);
         pm__task_wake_more(t, s->ops->kind, (uint64_t)((t1 - t0) * 1e9));
         pm__trace_span(s->index, PM__TRACE_CHUNK, t->seq, k, t0, t1);
         if (t->running != NULL) {
@@ -271,15 +282,10 @@ static void run_loop(pm__stub_t *s, pm__task_t *t, uint64_t k)
         uint64_t next_n = 1;
         if (!t->remote) {
             more = take_next(s, t, &next, &next_fetch);
-            guess = more && batches ? expect_ns(s, t) : 0;
-            if (batch_of(guess) > 1)
-                next_n += pm__ranges_extend(t, s->index, next + 1, batch_of(guess) - 1);
+            if (more && batches)
+                next_n = take_batch(s, t, next, &guess);
         }
-        uint64_t first, last, unused;
-        pm__chunk_span(t, k, &first, &last);
-        if (nk > 1)
-            pm__chunk_span(t, k + nk - 1, &unused, &last);
-        atomic_fetch_add(&t->subtasks_done, last - first);
+        atomic_fetch_add(&t->subtasks_done, n);
         if (t->remote)
             pm__proto_after_chunk(t, k, s->ops->kind, ran_ns);
         else
