@@ -90,18 +90,28 @@ int pm_memory_create(size_t bytes, pm_memory_t *memory)
     return 0;
 }
 
+/* PM_EBUSY, with the advice `wait` ("first", "before writing it"), while
+ * unfinished tasks use the memory; runtime lock held. */
+static int check_unused_locked(const char *fn, const pm__memory_t *m, const char *wait)
+{
+    if (m->users == 0)
+        return 0;
+    return PM__FAIL(PM_EBUSY, "%s: %d unfinished task(s) use this memory; pm_task_wait for them %s",
+                    fn, m->users, wait);
+}
+
 /* Host 0 brings home the ranges of a lazy memory other hosts hold; the
  * runtime lock is held on entry and on return. */
 static int gather_locked(const char *fn, pm__memory_t *m)
 {
     if (!pm__data_is_away(m))
         return 0;
-    if (m->users > 0)
-        return PM__FAIL(PM_EBUSY, "%s: %d unfinished task(s) use this memory; "
-                        "pm_task_wait for them before gathering it", fn, m->users);
+    int rc = check_unused_locked(fn, m, "before gathering it");
+    if (rc != 0)
+        return rc;
     m->users++; /* no task may start on it, nor may it be released, meanwhile */
     pthread_mutex_unlock(&pm__rt.lock);
-    int rc = pm__data_gather(m);
+    rc = pm__data_gather(m);
     pthread_mutex_lock(&pm__rt.lock);
     m->users--;
     if (rc != 0)
@@ -128,9 +138,7 @@ int pm_memory_set_lazy(pm_memory_t memory, int lazy)
     int rc = lookup("pm_memory_set_lazy", memory, &m);
     if (rc != 0)
         return rc;
-    if (m->users > 0)
-        rc = PM__FAIL(PM_EBUSY, "pm_memory_set_lazy: %d unfinished task(s) use this memory; "
-                      "pm_task_wait for them first", m->users);
+    rc = check_unused_locked("pm_memory_set_lazy", m, "first");
     if (rc == 0 && !lazy)
         rc = gather_locked("pm_memory_set_lazy", m);
     if (rc == 0 && pm__data_set_lazy(m, lazy != 0) != 0)
@@ -182,10 +190,8 @@ int pm_memory_touch(pm_memory_t memory)
     int rc = lookup("pm_memory_touch", memory, &m);
     if (rc != 0)
         return rc;
-    if (m->users > 0)
-        rc = PM__FAIL(PM_EBUSY, "pm_memory_touch: %d unfinished task(s) use this memory; "
-                      "pm_task_wait for them before writing it", m->users);
-    else {
+    rc = check_unused_locked("pm_memory_touch", m, "before writing it");
+    if (rc == 0) {
         m->version++;
         pm__data_forget_away(m); /* the program's bytes are the current ones */
     }
@@ -199,9 +205,8 @@ int pm_memory_release(pm_memory_t memory)
     int rc = lookup("pm_memory_release", memory, &m);
     if (rc != 0)
         return rc;
-    if (m->users > 0) {
-        rc = PM__FAIL(PM_EBUSY, "pm_memory_release: %d unfinished task(s) use this memory; "
-                      "pm_task_wait for them first", m->users);
+    rc = check_unused_locked("pm_memory_release", m, "first");
+    if (rc != 0) {
         pthread_mutex_unlock(&pm__rt.lock);
         return rc;
     }
