@@ -9,7 +9,8 @@
  * equal its source. Hand-written cases pin down splitting, merging, taking
  * everything home and the empty range.
  */
-#include <check.h>
+#include "testutil.h"
+
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,6 +59,14 @@ static int touch_map(const int8_t *map, uint64_t lo, uint64_t hi)
         if (map[b] != 0)
             return 1;
     return 0;
+}
+
+/* A freed map holds no array. */
+static void check_freed(const pm__holders_t *h)
+{
+    ck_assert_ptr_null(h->r);
+    ck_assert_uint_eq(h->n, 0);
+    ck_assert_uint_eq(h->cap, 0);
 }
 
 static void check_equal(const pm__holders_t *a, const pm__holders_t *b)
@@ -127,13 +136,9 @@ START_TEST(test_set_matches_byte_map)
         check_same(&c, map);
     }
     pm__holders_free(&c);
-    ck_assert_ptr_null(c.r);
-    ck_assert_uint_eq(c.n, 0);
-    ck_assert_uint_eq(c.cap, 0);
+    check_freed(&c);
     pm__holders_free(&h);
-    ck_assert_ptr_null(h.r);
-    ck_assert_uint_eq(h.n, 0);
-    ck_assert_uint_eq(h.cap, 0);
+    check_freed(&h);
 }
 END_TEST
 
@@ -212,9 +217,7 @@ START_TEST(test_split_merge_home)
     ck_assert_uint_eq(c.n, 0);
     pm__holders_free(&c);
     pm__holders_free(&h);
-    ck_assert_ptr_null(h.r);
-    ck_assert_uint_eq(h.n, 0);
-    ck_assert_uint_eq(h.cap, 0);
+    check_freed(&h);
 }
 END_TEST
 
@@ -244,9 +247,5 @@ int main(void)
     tcase_add_test(tc, test_split_merge_home);
     tcase_add_test(tc, test_home_on_empty_map);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return tu_run_suite(s);
 }

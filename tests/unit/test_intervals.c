@@ -6,7 +6,8 @@
  * set must be sorted, disjoint, non-adjacent and hold exactly the bytes the
  * map holds.
  */
-#include <check.h>
+#include "testutil.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -99,9 +100,5 @@ int main(void)
     tcase_add_test(tc, test_rows_match_byte_map);
     tcase_add_test(tc, test_covers_and_touches);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return tu_run_suite(s);
 }
