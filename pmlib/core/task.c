@@ -969,9 +969,48 @@ static void make_ready_locked(pm__task_t *t, bool at_submit)
     }
 }
 
+/*
+ * A task of at most this many subtasks on one host gets its subscriptions
+ * from the submitting thread, outside the runtime lock and while the tasks
+ * before it still run, instead of a subscribe pass by the stubs once it is
+ * ready: that pass costs a round of wake-ups and hand-outs per task, far
+ * more than a few callbacks. Not for PM_TASK_FRESH_SUBSCRIPTIONS: such a
+ * callback may answer from what earlier tasks leave behind.
+ */
+#define PM__SUBSCRIBE_AT_SUBMIT 64
+
+static bool subscribe_at_submit(const pm__task_t *t)
+{
+    return t->chunk_subs != NULL && !t->prepared && pm__rt.nhosts == 1 &&
+           t->desc.subtasks <= PM__SUBSCRIBE_AT_SUBMIT && !(t->desc.flags & PM_TASK_FRESH_SUBSCRIPTIONS);
+}
+
+/* The subscriptions of a task held back from running (subscribe_at_submit).
+ * Should they fail, they are forgotten: the task fails in the subscribe
+ * pass once it is ready, in its turn, as any other. */
+static void subscribe_now(pm__task_t *t)
+{
+    for (uint64_t k = 0; k < t->nchunks && t->status == 0; k++)
+        pm__subscribe_chunk(t, k);
+    if (t->status == 0)
+        pm__subscribe_check_overlap(t);
+    if (t->status == 0) {
+        pm__subs_keep(t);
+        t->prepared = true;
+        return;
+    }
+    for (uint64_t k = 0; k < t->nchunks; k++)
+        pm__chunk_subs_free(&t->chunk_subs[k]);
+    t->status = 0; /* no other thread has seen the task fail */
+    t->nfailed = 0;
+    t->failed_subtask = UINT64_MAX;
+    t->failed_host = -1;
+}
+
 /* Resolves memories, dependencies and the handle; runtime lock held. Either
- * everything is done or nothing. */
-static int enqueue_locked(pm__task_t *t)
+ * everything is done or nothing. *held: the task waits for subscribe_now()
+ * as for one more dependency. */
+static int enqueue_locked(pm__task_t *t, bool *held)
 {
     for (int i = 0; i < t->desc.nmem; i++) {
         t->mems[i] = pm__memory_lookup_locked(t->desc.mem[i].memory);
@@ -997,6 +1036,8 @@ static int enqueue_locked(pm__task_t *t)
         tlist_append(&pm__rt.active, t, ACTIVE_LINK);
     __atomic_add_fetch(&pm__rt.nactive_local, 1, __ATOMIC_RELAXED);
     t->state = PM__TASK_WAITING;
+    *held = subscribe_at_submit(t);
+    t->ndeps += *held;
     if (t->ndeps == 0)
         make_ready_locked(t, true);
     return 0;
@@ -1032,12 +1073,20 @@ int pm_task_submit(const pm_task_desc_t *desc, pm_task_t *task)
         task_free(t);
         return rc;
     }
+    bool held = false;
     pthread_mutex_lock(&pm__rt.lock);
-    rc = enqueue_locked(t);
+    rc = enqueue_locked(t, &held);
     pthread_mutex_unlock(&pm__rt.lock);
     if (rc != 0) {
         task_free(t);
         return rc;
+    }
+    if (held) {
+        subscribe_now(t);
+        pthread_mutex_lock(&pm__rt.lock);
+        if (--t->ndeps == 0)
+            make_ready_locked(t, false);
+        pthread_mutex_unlock(&pm__rt.lock);
     }
     task->id = t->handle;
     pm__debug("task %llu submitted: %llu subtasks in %llu chunks, callbacks '%s', %s",

@@ -5,7 +5,8 @@
  *   running them one by one in submit order; pm_task_wait_all reports the
  *   first failure; pm_finalize waits for unfinished tasks;
  * - pm_task_test says "not done" while a task is held and gives its status
- *   once it finished, without pm_task_wait;
+ *   once it finished, without pm_task_wait; a task whose subscriptions
+ *   overlap fails after the task it waits for and runs nothing;
  * - pm_task_stats counts every subtask once, all on CPU stubs, on this host;
  * - a double-precision sum reduce over 1000 subtasks of very different
  *   magnitudes gives the same bits on every run, with 4 stubs and with 1,
@@ -331,6 +332,63 @@ START_TEST(test_task_test_failed)
 }
 END_TEST
 
+/* Every subtask writes all of memory 0: the subscriptions overlap. */
+static atomic_int overlap_runs;
+
+static int overlap_subscribe(pm_subscription_t *sub,
+                             const pm_subtask_info_t *info)
+{
+    return pm_subscribe(sub, 0, PM_WRITE, 0, info->mem_bytes[0]);
+}
+
+static int overlap_cpu(const pm_subtask_info_t *info)
+{
+    (void)info;
+    atomic_fetch_add(&overlap_runs, 1);
+    return 0;
+}
+
+/*
+ * A task whose subscriptions fail fails in its turn: not before the task it
+ * waits for, and without running or holding up the task after it. Small
+ * tasks are subscribed as they are submitted, large ones once ready; the
+ * loop index picks the size.
+ */
+START_TEST(test_bad_subscriptions_fail_in_turn)
+{
+    const uint64_t n = 8, bad_subtasks = _i == 0 ? 4 : 200;
+    pm_memory_t m = tu_memory(STEP_ELEMS * 4);
+    const uint32_t *p = pm_memory_data(m);
+    pm_task_desc_t desc;
+    pm_task_t a, b, c;
+    int done = -1;
+
+    atomic_store(&overlap_runs, 0);
+    tu_desc(&desc, "gated", n);
+    tu_add(&desc, m, PM_WRITE);
+    ck_assert_int_eq(pm_task_submit(&desc, &a), PM_OK);
+    tu_desc(&desc, "overlap", bad_subtasks);
+    tu_add(&desc, m, PM_WRITE);
+    ck_assert_int_eq(pm_task_submit(&desc, &b), PM_OK);
+    c = submit_step(STEP_ADD, 0, m, PM_MEMORY_NULL, 0);
+
+    ck_assert_int_eq(pm_task_test(b, &done), PM_OK);
+    ck_assert_int_eq(done, 0); /* still waiting for a */
+    tu_gate_open(&gate);
+    ck_assert_int_eq(pm_task_wait(b), PM_EOVERLAP);
+    done = 0;
+    ck_assert_int_eq(pm_task_test(a, &done), PM_OK);
+    ck_assert_int_eq(done, 1);
+    ck_assert_int_eq(pm_task_wait(c), PM_OK);
+    ck_assert_int_eq(atomic_load(&overlap_runs), 0);
+    for (uint64_t i = 0; i < STEP_ELEMS; i++)
+        ck_assert_uint_eq(p[i], (i < n ? (uint32_t)i * 5u + 1u : 0u) + 1u);
+    ck_assert_int_eq(pm_task_release(a), PM_OK);
+    ck_assert_int_eq(pm_task_release(b), PM_OK);
+    ck_assert_int_eq(pm_task_release(c), PM_OK);
+}
+END_TEST
+
 START_TEST(test_task_test_bad_args)
 {
     pm_task_desc_t desc;
@@ -625,6 +683,7 @@ static void register_all(void)
     tu_register("gated", one_elem_subscribe, gated_cpu);
     tu_register("det", det_subscribe, det_cpu);
     tu_register("once", once_subscribe, once_cpu);
+    tu_register("overlap", overlap_subscribe, overlap_cpu);
 }
 
 static void setup4(void)
@@ -663,6 +722,7 @@ static Suite *tasks_suite(void)
     tcase_add_test(test, test_task_test);
     tcase_add_test(test, test_task_test_failed);
     tcase_add_test(test, test_task_test_bad_args);
+    tcase_add_loop_test(test, test_bad_subscriptions_fail_in_turn, 0, 2);
     tcase_add_test(test, test_stats_counts);
     tcase_add_test(det, test_deterministic_sum_4_stubs);
     tcase_add_test(det, test_policies_same_bits);
