@@ -10,6 +10,10 @@
  *          graph alternate between even and odd timesteps. Subtask p of
  *          timestep t subscribes PM_READ to the slots of its dependencies in
  *          the memory of t-1 and PM_WRITE to its own slot in the memory of t.
+ *          A graph without any dependency (trivial) reads nothing, and its
+ *          timesteps write a ring of STEP_RING memories in turn, so that
+ *          timesteps wait only for the one STEP_RING before (which wrote
+ *          the same memory), as the pattern allows.
  *   point  (-pm-mapping point) one pmlib task of one subtask per point: each
  *          point has two memories of one slot (even and odd timesteps); the
  *          task of point p at timestep t adds the memories of its
@@ -61,10 +65,14 @@ struct deps {
     interval_t *iv;
 };
 
+/* Step memories of a graph without dependencies. */
+#define STEP_RING 8
+
 struct graph {
     task_graph_t g;
     struct deps d;
-    pm_memory_t step_mem[2];      /* step mapping: outputs of even/odd steps */
+    int nstep;                    /* step mapping: memories in use, 2 or STEP_RING */
+    pm_memory_t step_mem[STEP_RING]; /* step mapping: outputs of timestep t in t % nstep */
     pm_memory_t *point_mem[2];    /* point mapping: one memory per point */
 };
 
@@ -340,11 +348,11 @@ static void create_memories(const struct options *o)
         struct graph *gr = &graphs[gi];
         size_t bytes = gr->g.output_bytes_per_task;
 
-        for (int b = 0; b < 2; b++) {
-            if (!o->point_mapping) {
-                CHECK(pm_memory_create((size_t)gr->g.max_width * bytes, &gr->step_mem[b]));
-                continue;
-            }
+        /* No interval in any dependence set: no timestep reads another. */
+        gr->nstep = gr->d.first[gr->d.nsets * gr->d.width] == 0 ? STEP_RING : 2;
+        for (int b = 0; !o->point_mapping && b < gr->nstep; b++)
+            CHECK(pm_memory_create((size_t)gr->g.max_width * bytes, &gr->step_mem[b]));
+        for (int b = 0; o->point_mapping && b < 2; b++) {
             gr->point_mem[b] = malloc((size_t)gr->g.max_width * sizeof(pm_memory_t));
             if (gr->point_mem[b] == NULL) {
                 fprintf(stderr, "pmlib_tb: out of memory\n");
@@ -360,11 +368,9 @@ static void release_memories(const struct options *o)
 {
     for (long gi = 0; gi < ngraphs; gi++) {
         struct graph *gr = &graphs[gi];
-        for (int b = 0; b < 2; b++) {
-            if (!o->point_mapping) {
-                CHECK(pm_memory_release(gr->step_mem[b]));
-                continue;
-            }
+        for (int b = 0; !o->point_mapping && b < gr->nstep; b++)
+            CHECK(pm_memory_release(gr->step_mem[b]));
+        for (int b = 0; o->point_mapping && b < 2; b++) {
             for (long p = 0; p < gr->g.max_width; p++)
                 CHECK(pm_memory_release(gr->point_mem[b][p]));
             free(gr->point_mem[b]);
@@ -426,9 +432,9 @@ static size_t submit_all(const struct options *o, pm_task_t *tasks)
                 desc.sched = o->sched;
                 desc.conf = &s;
                 desc.conf_bytes = sizeof s;
-                if (t > 0)
+                if (t > 0 && gr->nstep == 2)
                     CHECK(pm_task_desc_add(&desc, gr->step_mem[(t - 1) & 1], PM_READ));
-                CHECK(pm_task_desc_add(&desc, gr->step_mem[t & 1], PM_WRITE));
+                CHECK(pm_task_desc_add(&desc, gr->step_mem[t % gr->nstep], PM_WRITE));
                 CHECK(pm_task_submit(&desc, &tasks[n++]));
                 continue;
             }
