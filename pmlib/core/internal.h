@@ -233,7 +233,8 @@ typedef struct pm__task {
     uint64_t handle;
     uint64_t seq; /* submit order */
     pm__task_desc_t desc;
-    void *conf;
+    void *conf; /* conf_room, or allocated when larger */
+    _Alignas(16) unsigned char conf_room[64];
     pm__callbacks_t cbs;
     pm__memory_t **mems; /* desc.nmem of them, in the task's block */
     int nred;                           /* reduced memories */

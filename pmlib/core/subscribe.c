@@ -38,14 +38,18 @@ static int sub_error(pm_subscription_t *sub, int code, const char *fmt, ...)
     return code;
 }
 
+/* A chunk's subscriptions are one block: start[], then the records, which
+ * grow by reallocating the whole block. */
 static int push(pm__chunk_subs_t *cs, const pm__sub_t *r)
 {
     if (cs->n == cs->cap) {
-        uint32_t cap = cs->cap ? cs->cap * 2 : 16;
-        pm__sub_t *n = realloc(cs->recs, cap * sizeof *n);
-        if (n == NULL)
+        uint32_t cap = cs->cap * 2;
+        size_t off = (size_t)((char *)cs->recs - (char *)cs->start);
+        char *b = cap > cs->cap ? realloc(cs->start, off + cap * sizeof *r) : NULL;
+        if (b == NULL)
             return PM_ENOMEM;
-        cs->recs = n;
+        cs->start = (uint32_t *)b;
+        cs->recs = (pm__sub_t *)(b + off);
         cs->cap = cap;
     }
     cs->recs[cs->n++] = *r;
@@ -115,11 +119,17 @@ int pm__subscribe_chunk(pm__task_t *t, uint64_t chunk)
     pm__chunk_subs_t *cs = &t->chunk_subs[chunk];
     uint64_t first, last;
     pm__chunk_span(t, chunk, &first, &last);
-    cs->start = malloc((size_t)(last - first + 1) * sizeof *cs->start);
+    /* Room for two records per subtask to begin with. */
+    uint64_t nsub = last - first;
+    size_t off = ((size_t)(nsub + 1) * sizeof *cs->start + 15) & ~(size_t)15;
+    uint32_t cap = nsub < 2048 ? 2 * (uint32_t)nsub + 2 : 4096;
+    cs->start = malloc(off + cap * sizeof *cs->recs);
     if (cs->start == NULL) {
         pm__task_fail(t, PM_ENOMEM, first, "out of memory recording subscriptions");
         return PM_ENOMEM;
     }
+    cs->recs = (pm__sub_t *)((char *)cs->start + off);
+    cs->cap = cap;
     pm_subtask_info_t info = {.count = t->desc.subtasks, .nmem = t->desc.nmem,
                               .conf = t->conf, .conf_bytes = t->desc.conf_bytes,
                               .host = pm__rt.host, .stub = -1, .device = PM_DEVICE_CPU};
@@ -140,8 +150,7 @@ int pm__subscribe_chunk(pm__task_t *t, uint64_t chunk)
 
 void pm__chunk_subs_free(pm__chunk_subs_t *cs)
 {
-    free(cs->start);
-    free(cs->recs);
+    free(cs->start); /* the records too */
     *cs = (pm__chunk_subs_t){0};
 }
 

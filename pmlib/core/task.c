@@ -497,7 +497,8 @@ static void task_free(pm__task_t *t)
     free(t->message);
     if (t->dependents != t->dep_room)
         free(t->dependents);
-    free(t->conf);
+    if (t->conf != t->conf_room)
+        free(t->conf);
     block_put(t);
 }
 
@@ -525,7 +526,7 @@ int pm__task_create(const pm_task_desc_t *d, const pm__callbacks_t *cbs, pm__tas
     t->failed_subtask = UINT64_MAX;
     t->t_submit = pm__now();
     if (d->conf_bytes > 0) {
-        t->conf = malloc(d->conf_bytes);
+        t->conf = d->conf_bytes <= sizeof t->conf_room ? t->conf_room : malloc(d->conf_bytes);
         if (t->conf == NULL)
             goto nomem;
         memcpy(t->conf, d->conf, d->conf_bytes);
