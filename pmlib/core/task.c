@@ -986,6 +986,17 @@ static bool subscribe_at_submit(const pm__task_t *t)
            t->desc.subtasks <= PM__SUBSCRIBE_AT_SUBMIT && !(t->desc.flags & PM_TASK_FRESH_SUBSCRIPTIONS);
 }
 
+/* After the subscribe callbacks of every chunk: the overlap check, then the
+ * subscriptions are kept for later tasks. Whether the task has not failed. */
+static bool subscriptions_checked(pm__task_t *t)
+{
+    if (t->status == 0)
+        pm__subscribe_check_overlap(t);
+    if (t->status == 0)
+        pm__subs_keep(t);
+    return t->status == 0;
+}
+
 /* The subscriptions of a task held back from running (subscribe_at_submit).
  * Should they fail, they are forgotten: the task fails in the subscribe
  * pass once it is ready, in its turn, as any other. */
@@ -993,10 +1004,7 @@ static void subscribe_now(pm__task_t *t)
 {
     for (uint64_t k = 0; k < t->nchunks && t->status == 0; k++)
         pm__subscribe_chunk(t, k);
-    if (t->status == 0)
-        pm__subscribe_check_overlap(t);
-    if (t->status == 0) {
-        pm__subs_keep(t);
+    if (subscriptions_checked(t)) {
         t->prepared = true;
         return;
     }
@@ -1128,11 +1136,7 @@ void pm__task_fail_remote(pm__task_t *t, int status, uint64_t id, int host, cons
 
 void pm__task_prepared(pm__task_t *t)
 {
-    if (t->status == 0)
-        pm__subscribe_check_overlap(t);
-    if (t->status == 0)
-        pm__subs_keep(t);
-    if (t->status != 0) {
+    if (!subscriptions_checked(t)) {
         /* Nothing ran and no other host has seen the task: finish it now. */
         atomic_store(&t->outstanding, 0);
         task_finish(t);
