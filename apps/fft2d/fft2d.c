@@ -350,8 +350,8 @@ static void check_options(struct options *o, int sized)
     if (o->rows == 0 || o->cols == 0 || o->rows > MAX_ELEMENTS / o->cols)
         app_usage_error("fft2d", "--rows and --cols must be at least 1 and "
                         "rows * cols below 2^31");
-    if ((o->devices & PM_DEVICE_GPU) && !PMLIB_HAVE_CUDA)
-        app_usage_error("fft2d", "this build has no CUDA support; "
+    if (o->devices == PM_DEVICE_GPU && !PMLIB_HAVE_CUDA)
+        app_usage_error("fft2d", "--device gpu: this build has no CUDA support; "
                         "use --device cpu");
 }
 

@@ -520,8 +520,8 @@ static void check_options(struct options *o, int sized)
     if (o->verify && !o->serial)
         app_usage_error("pagerank", "--verify needs the serial run; "
                         "drop --no-serial");
-    if ((o->devices & PM_DEVICE_GPU) && !PMLIB_HAVE_CUDA)
-        app_usage_error("pagerank", "this build has no CUDA support; "
+    if (o->devices == PM_DEVICE_GPU && !PMLIB_HAVE_CUDA)
+        app_usage_error("pagerank", "--device gpu: this build has no CUDA support; "
                         "use --device cpu");
 }
 

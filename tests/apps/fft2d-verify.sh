@@ -8,6 +8,8 @@ export OMPI_ALLOW_RUN_AS_ROOT OMPI_ALLOW_RUN_AS_ROOT_CONFIRM PMLIB_NCPU
 app=${top_builddir:-.}/apps/fft2d/fft2d
 "$app" --rows 96 --cols 160 --subtasks 7 --device cpu --verify
 "$app" --rows 1 --cols 1000 --device cpu --verify
+# all devices: runs in any build, with or without CUDA
+"$app" --rows 64 --cols 48 --device all --verify
 # in place: each run must start again from the input and touch the memory
 out=$("$app" --rows 96 --cols 160 --subtasks 7 --runs 3 --device cpu --verify)
 echo "$out"

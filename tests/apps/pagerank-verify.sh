@@ -2,7 +2,8 @@
 # pagerank --verify on the CPU: generated graphs on one host with two stubs
 # and on two MPI hosts (with and without compression; there the output also
 # reports the bytes moved between hosts), an edge-list file, and clear errors
-# (exit 2) for missing and malformed files.
+# (exit 2) for missing and malformed files. The default device (all) runs
+# whether or not the build has CUDA.
 set -e
 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 PMLIB_NCPU=2
 export OMPI_ALLOW_RUN_AS_ROOT OMPI_ALLOW_RUN_AS_ROOT_CONFIRM PMLIB_NCPU
@@ -16,6 +17,8 @@ if grep -q "hosts:\|^result .* hosts=" "$dir/out"; then
   echo "FAIL: bytes between hosts reported on one host"; exit 1
 fi
 "$app" --pages 3000 --seed 7 --subtasks 13 --tol 1e-6 --device cpu --verify
+# the default (all devices) runs in any build, with or without CUDA
+"$app" --pages 3000 --iters 10 --verify
 ${MPIEXEC:-mpiexec} --oversubscribe -n 2 "$app" --verify --device cpu
 ${MPIEXEC:-mpiexec} --oversubscribe -n 2 "$app" --pages 20000 --iters 20 \
   --compress --device cpu --verify >"$dir/out"
