@@ -803,6 +803,17 @@ static int fetch_end(pm__task_t *t, uint64_t chunk, pm__fetch_t *f)
     return status;
 }
 
+bool pm__data_fetched(pm__fetch_t *f)
+{
+    bool done = true;
+    for (; f != NULL && done; f = f->next) {
+        pthread_mutex_lock(&f->lock);
+        done = f->done;
+        pthread_mutex_unlock(&f->lock);
+    }
+    return done;
+}
+
 int pm__data_prefetch(pm__task_t *t, uint64_t chunk, pm__fetch_t **f)
 {
     bool wait = false;

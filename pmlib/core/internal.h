@@ -510,6 +510,9 @@ void pm__proto_want_work_locked(pm__task_t *t); /* no chunk here: ask other host
 typedef struct pm__fetch pm__fetch_t;
 pm__fetch_t *pm__proto_prefetch(pm__task_t *t, uint64_t chunk);
 int pm__proto_before_chunk(pm__task_t *t, uint64_t chunk, pm__fetch_t *started);
+/* Whether every request of a prefetch has landed (or failed): then
+ * pm__proto_before_chunk does not wait. */
+bool pm__data_fetched(pm__fetch_t *f);
 /* Remote: reports a chunk that ran `run_ns` (its callbacks, not its waits). */
 void pm__proto_after_chunk(pm__task_t *t, uint64_t chunk, pm_device_kind_t kind, uint64_t run_ns);
 void pm__proto_task_finished(pm__task_t *t);    /* host 0: tell every host */

@@ -1428,6 +1428,22 @@ static int checked_call(pm__stub_t *s, pm__task_t *t, pm_subtask_info_t *info)
     return crc != 0 ? PM__CALL_FAILED : 0;
 }
 
+/* Waits for the chunk's inputs from other hosts; meanwhile the subtasks in
+ * flight retire, oldest first, so finished chunks are reported (and their
+ * outputs sent) instead of waiting behind the transfer. */
+static int inputs_here(run_t *r, uint64_t chunk)
+{
+    int rc = r->feed->ready(r->feed, chunk, false);
+    for (int k = 0; rc == PM__FEED_LATER && k < SLOTS; k++) {
+        slot_t *sl = &r->p->slot[(r->p->next_slot + k) % SLOTS];
+        if (sl->busy) {
+            retire(r, sl);
+            rc = r->feed->ready(r->feed, chunk, false);
+        }
+    }
+    return rc == PM__FEED_LATER ? r->feed->ready(r->feed, chunk, true) : rc;
+}
+
 void pm__cuda_run_chunks(pm__stub_t *s, pm__task_t *t, uint64_t chunk, pm__chunk_feed_t *feed)
 {
     run_t r;
@@ -1437,7 +1453,8 @@ void pm__cuda_run_chunks(pm__stub_t *s, pm__task_t *t, uint64_t chunk, pm__chunk
         for (bool more = true; more;) {
             double since = pm__now();
             uint64_t next = 0;
-            pm__host_run_chunk(&r.p->host, s, t, chunk, checked_call);
+            if (feed == NULL || feed->ready == NULL || feed->ready(feed, chunk, true) == 0)
+                pm__host_run_chunk(&r.p->host, s, t, chunk, checked_call);
             /* The next chunk is taken before this one is reported: the last
              * report may end the task, and the program may free it. */
             more = feed != NULL && feed->next(feed, &next);
@@ -1451,6 +1468,10 @@ void pm__cuda_run_chunks(pm__stub_t *s, pm__task_t *t, uint64_t chunk, pm__chunk
      * most SLOTS in flight, the stub holds only a few chunks ahead. */
     for (bool more = true; more; more = feed != NULL && feed->next(feed, &chunk)) {
         uint64_t first, last;
+        if (feed != NULL && feed->ready != NULL && inputs_here(&r, chunk) != 0) {
+            feed->done(feed, chunk, pm__now()); /* its inputs never came: the task failed */
+            continue;
+        }
         pm__chunk_span(t, chunk, &first, &last);
         r.cnt->subtasks += last - first;
         chunk_state_t *cs = NULL;

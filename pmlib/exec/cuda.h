@@ -42,9 +42,16 @@ int pm__cuda_discover(pm__gpu_info_t **gpus, int *ngpu, int local_rank, int loca
 extern const pm__device_ops_t pm__cuda_ops;
 
 /* Where a GPU stub streaming a task's chunks gets more and reports them. */
+#define PM__FEED_LATER 1
 typedef struct pm__chunk_feed {
     /* Takes another chunk of the task for the stub; false when none is left. */
     bool (*next)(struct pm__chunk_feed *f, uint64_t *chunk);
+    /* Before the chunk's first subtask is issued: whether its inputs are on
+     * this host (those another host holds). 0: they are; PM__FEED_LATER:
+     * still on their way (only when !wait; with wait it waits for them);
+     * negative: they cannot come (the task has failed), and the chunk is
+     * not run, only reported done. NULL: nothing to wait for. */
+    int (*ready)(struct pm__chunk_feed *f, uint64_t chunk, bool wait);
     /* The chunk is complete (outputs home, reduce output pushed); it was
      * started at `since` (pm__now). Called once per chunk, the last call
      * may finish the task. */

@@ -189,33 +189,54 @@ static bool take_next(pm__stub_t *s, pm__task_t *t, uint64_t *next, pm__fetch_t 
 
 #if PMLIB_HAVE_CUDA
 /* A GPU stub's feed: the policy hands it chunks; each complete one is
- * counted as the loop below counts a chunk. (On hosts other than 0 a GPU
- * runs chunk by chunk, each one's inputs fetched while the one before runs.) */
+ * counted as the loop below counts a chunk. On a host other than 0 the
+ * next chunk's inputs are asked for as it is taken, while the chunks
+ * before it run, and each chunk is reported to host 0 with its written
+ * ranges; host 0 with ranges of a lazy memory away fetches them before a
+ * chunk and records what the chunk wrote. */
 typedef struct gpu_feed {
     pm__chunk_feed_t base;
     pm__stub_t *s;
     pm__task_t *t;
-    double last; /* when the previous chunk completed */
+    double last;        /* when the previous chunk completed */
+    pm__fetch_t *fetch; /* another host: the taken chunk's inputs, on their way */
 } gpu_feed_t;
 
 static bool feed_next(pm__chunk_feed_t *f, uint64_t *chunk)
 {
     gpu_feed_t *g = (gpu_feed_t *)f;
-    return take_next(g->s, g->t, chunk, NULL);
+    return take_next(g->s, g->t, chunk, g->t->remote ? &g->fetch : NULL);
+}
+
+static int feed_ready(pm__chunk_feed_t *f, uint64_t chunk, bool wait)
+{
+    gpu_feed_t *g = (gpu_feed_t *)f;
+    if (!wait && g->fetch != NULL && !pm__data_fetched(g->fetch))
+        return PM__FEED_LATER;
+    pm__fetch_t *started = g->fetch;
+    g->fetch = NULL;
+    return pm__proto_before_chunk(g->t, chunk, started);
 }
 
 static void feed_done(pm__chunk_feed_t *f, uint64_t chunk, double since)
 {
     gpu_feed_t *g = (gpu_feed_t *)f;
+    pm__task_t *t = g->t;
     double now = pm__now();
-    const uint64_t n = span_subtasks(g->t, chunk, 1);
+    const uint64_t n = span_subtasks(t, chunk, 1);
     /* Chunks overlap in the pipeline: each costs the time since the one
      * before it completed (or since it started, if later). */
-    note_time(g->s, g->t, n, 1, now - (since > g->last ? since : g->last));
+    double took = now - (since > g->last ? since : g->last);
+    note_time(g->s, t, n, 1, took);
     g->last = now;
-    pm__trace_span(g->s->index, PM__TRACE_CHUNK, g->t->seq, chunk, since, now);
-    atomic_fetch_add(&g->t->subtasks_done, n);
-    pm__task_done(g->t, 1);
+    pm__trace_span(g->s->index, PM__TRACE_CHUNK, t->seq, chunk, since, now);
+    if (t->home_dir)
+        pm__data_home_wrote(t, chunk);
+    atomic_fetch_add(&t->subtasks_done, n);
+    if (t->remote)
+        pm__proto_after_chunk(t, chunk, PM_DEVICE_GPU, (uint64_t)(took * 1e9) + 1);
+    else
+        pm__task_done(t, 1);
 }
 #endif
 
@@ -231,6 +252,18 @@ static void run_loop(pm__stub_t *s, pm__task_t *t, uint64_t k)
                          s->ops->kind == PM_DEVICE_CPU && !t->remote && !t->home_dir;
     uint64_t guess = 0; /* ns per chunk expected */
     uint64_t nk = batches ? take_batch(s, t, k, &guess) : 1; /* chunks from k on, run as one batch */
+#if PMLIB_HAVE_CUDA
+    if (s->ops == &pm__cuda_ops) {
+        /* One stream of chunks, so the GPU's pipeline never drains
+         * between them; the feed reports each chunk. Its chunks are not
+         * offered for copies (t->running): a GPU is rarely the
+         * straggler, and several of its chunks are in flight. */
+        const bool fetches = t->remote || t->home_dir;
+        gpu_feed_t f = {{feed_next, fetches ? feed_ready : NULL, feed_done}, s, t, pm__now(), NULL};
+        pm__cuda_run_chunks(s, t, k, &f.base);
+        return;
+    }
+#endif
     for (;;) {
         if (t->running != NULL) { /* other hosts may ask for a copy of it */
             atomic_store(&t->running_since[s->index], (uint64_t)(pm__now() * 1e9));
@@ -240,15 +273,6 @@ static void run_loop(pm__stub_t *s, pm__task_t *t, uint64_t k)
         uint64_t next = 0, ran_ns = 0;
         bool more;
         pm__fetch_t *next_fetch = NULL;
-#if PMLIB_HAVE_CUDA
-        if (s->ops == &pm__cuda_ops && !t->remote && t->running == NULL && !t->home_dir) {
-            /* One stream of chunks, so the GPU's pipeline never drains
-             * between them; the feed reports each chunk. */
-            gpu_feed_t f = {{feed_next, feed_done}, s, t, t0};
-            pm__cuda_run_chunks(s, t, k, &f.base);
-            return;
-        }
-#endif
         if (t->remote) {
             int rc = pm__proto_before_chunk(t, k, fetch);
             more = take_next(s, t, &next, &next_fetch);
