@@ -41,8 +41,10 @@ int pm__cuda_discover(pm__gpu_info_t **gpus, int *ngpu, int local_rank, int loca
  */
 extern const pm__device_ops_t pm__cuda_ops;
 
-/* Where a GPU stub streaming a task's chunks gets more and reports them. */
+/* pm__chunk_feed_t.ready: the chunk's inputs are still on their way. */
 #define PM__FEED_LATER 1
+
+/* Where a GPU stub streaming a task's chunks gets more and reports them. */
 typedef struct pm__chunk_feed {
     /* Takes another chunk of the task for the stub; false when none is left. */
     bool (*next)(struct pm__chunk_feed *f, uint64_t *chunk);

@@ -245,13 +245,6 @@ static void run_loop(pm__stub_t *s, pm__task_t *t, uint64_t k)
     atomic_store(&t->counts[s->index].active, 1);
     if (s->ops->ready != NULL)
         s->ops->ready(s); /* untimed: one-time set-up is not the task's speed */
-    pm__fetch_t *fetch = NULL;
-    /* CPU stubs batch on one host, under pull (on several, chunks are
-     * reported to host 0 one by one; a GPU runs its own stream). */
-    const bool batches = t->nchunks > 1 && pm__rt.nhosts == 1 && t->desc.sched == PM_SCHED_PULL &&
-                         s->ops->kind == PM_DEVICE_CPU && !t->remote && !t->home_dir;
-    uint64_t guess = 0; /* ns per chunk expected */
-    uint64_t nk = batches ? take_batch(s, t, k, &guess) : 1; /* chunks from k on, run as one batch */
 #if PMLIB_HAVE_CUDA
     if (s->ops == &pm__cuda_ops) {
         /* One stream of chunks, so the GPU's pipeline never drains
@@ -264,6 +257,13 @@ static void run_loop(pm__stub_t *s, pm__task_t *t, uint64_t k)
         return;
     }
 #endif
+    pm__fetch_t *fetch = NULL;
+    /* CPU stubs batch on one host, under pull (on several, chunks are
+     * reported to host 0 one by one). */
+    const bool batches = t->nchunks > 1 && pm__rt.nhosts == 1 && t->desc.sched == PM_SCHED_PULL &&
+                         !t->remote && !t->home_dir;
+    uint64_t guess = 0; /* ns per chunk expected */
+    uint64_t nk = batches ? take_batch(s, t, k, &guess) : 1; /* chunks from k on, run as one batch */
     for (;;) {
         if (t->running != NULL) { /* other hosts may ask for a copy of it */
             atomic_store(&t->running_since[s->index], (uint64_t)(pm__now() * 1e9));
