@@ -6,7 +6,8 @@
 # Runs bench/tasks (empty independent tasks, tasks sharing one memory at
 # several counts in flight, submit-then-wait) and, when the Debian package
 # starpu-examples is installed, StarPU's tasks_overhead (also -b 1),
-# async_tasks_overhead and sync_tasks_overhead with the same task counts.
+# async_tasks_overhead and sync_tasks_overhead with the same task counts
+# (STARPU_EXAMPLES names another folder holding those programs).
 # Prints one table: microseconds per task and StarPU / pmlib.
 set -u
 n=100000
@@ -15,7 +16,7 @@ while [ $# -gt 0 ]; do
     case $1 in
     -n) n=$2; shift 2 ;;
     --runs) runs=$2; shift 2 ;;
-    -h|--help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "tasks.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
     esac
 done
@@ -34,7 +35,7 @@ pm() { # workload count -> us per task
 }
 
 starpu_dir=
-for d in /usr/lib/*/starpu/examples; do [ -x "$d/tasks_overhead" ] && starpu_dir=$d; done
+for d in ${STARPU_EXAMPLES:-/usr/lib/*/starpu/examples}; do [ -x "$d/tasks_overhead" ] && starpu_dir=$d; done
 sp() { # example args... -> "Per task" us, best of $runs
     [ -n "$starpu_dir" ] || return 0
     local best= v

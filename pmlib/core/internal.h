@@ -357,8 +357,9 @@ pm__task_t *pm__task_find_locked(uint64_t seq);
  * list of each device kind that may run it; stubs look only there. */
 void pm__task_ready_locked(pm__task_t *t);
 /* A stub's chunk of t took chunk_ns: if that is long enough to be worth
- * waking stubs for and chunks are left, wakes parked stubs of its kind
- * (ready lists wake fewer stubs for tasks the model deems short). */
+ * handing work to more stubs and chunks are left, pokes polling stubs of
+ * its kind and wakes parked ones (ready lists engage fewer stubs for tasks
+ * the model deems short). */
 void pm__task_wake_more(pm__task_t *t, pm_device_kind_t kind, uint64_t chunk_ns);
 /* Every stub of kind k (0 CPU, 1 GPU) was just woken: they are on their
  * way, so a stub that declines a chunk for them (the decliner's rule,
@@ -366,6 +367,8 @@ void pm__task_wake_more(pm__task_t *t, pm_device_kind_t kind, uint64_t chunk_ns)
  * run. Clears their parked flags. */
 void pm__stubs_woken(int k);
 void pm__task_unready_locked(pm__task_t *t);
+/* Takes t off the ready lists, if it is on them (no lock held). */
+void pm__task_unready(pm__task_t *t);
 /* Other hosts: a task host 0 sent is added to the unfinished tasks and made
  * ready; once drained it is taken off them (it stays known by sequence
  * number until host 0 ends it). */
@@ -445,7 +448,15 @@ struct pm__stub {
     uint64_t mem_bytes;   /* GPU memory */
     pthread_t thread;
     void *priv;           /* device-specific state */
-    atomic_bool parked;   /* asleep until work is added */
+    /* What changes as the stub goes idle, on a cache line of its own (the
+     * stubs are allocated aligned), apart from what others read above:
+     * whether it is asleep, or polling without a poke (it comes only when
+     * woken); its place among the polling stubs (ready lock); and the poke
+     * it polls, set by the thread that hands it work. */
+    _Alignas(64) atomic_bool parked;
+    int spin_slot;
+    atomic_int poke;
+    struct pm__task *handed; /* with the poke: a task to take a chunk of, pinned (or NULL) */
 };
 
 extern const pm__device_ops_t pm__cpu_ops;
@@ -568,7 +579,10 @@ typedef struct pm__runtime {
     pthread_cond_t work_cv[2]; /* stubs wait for work: [0] CPU stubs, [1] GPU stubs */
     atomic_int parked[2];     /* stubs asleep on work_cv, per kind (changed under the ready lock) */
     int spinning;             /* idle stubs polling for work (ready lock) */
-    int spinning_kind[2];     /* the same per kind */
+    atomic_int nspin[2];      /* the same per kind (changed under the ready lock) */
+    pm__stub_t **spinners[2]; /* those stubs per kind, the latest last (ready lock) */
+    atomic_int spin_room;     /* stubs that may be busy or polling at once without
+                                 taking the program's core (at least one polls) */
     atomic_int shutdown;      /* stubs stop (set under both locks) */
     atomic_uint_fast64_t woken; /* stubs woken for work so far (at most) */
     atomic_uint_fast64_t work_gen; /* moves whenever work is added */
@@ -596,6 +610,8 @@ typedef struct pm__runtime {
 /* Set on threads pmlib starts (stubs, the comm thread): blocking calls made
  * from callbacks running on them return PM_EDEADLK. */
 extern _Thread_local int pm__internal_thread;
+/* The stub this thread runs (NULL: not a stub thread). */
+extern _Thread_local pm__stub_t *pm__self_stub;
 /* Polls `done` (an atomic flag or state) for up to PMLIB_SPIN_US before
  * the caller sleeps; true if it became true. */
 bool pm__spin_until(bool (*done)(const void *arg), const void *arg);

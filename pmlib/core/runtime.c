@@ -11,6 +11,7 @@
 
 pm__runtime_t pm__rt;
 _Thread_local int pm__internal_thread;
+_Thread_local pm__stub_t *pm__self_stub;
 
 /* The runtime's life: down, starting (pm_init runs), up, stopping
  * (pm_finalize runs). Only `up` admits calls. */
@@ -185,6 +186,9 @@ int pm_init(int *argc, char ***argv)
     /* More busy threads than cores (stubs, the program's thread, other
      * ranks here): pollers yield their core while they wait. */
     pm__rt.crowded = (long)pm__rt.local_size * (pm__rt.nstubs + 1) > online_cpus();
+    /* The cores of this rank, less one for the program's thread: stubs up
+     * to that many may poll for work at once (stubs.c). */
+    atomic_store(&pm__rt.spin_room, online_cpus() / (pm__rt.local_size > 0 ? pm__rt.local_size : 1) - 1);
     if (rc == 0 && (rc = start_comm()) != 0)
         pm__stubs_stop();
     if (rc != 0) {

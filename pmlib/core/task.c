@@ -719,13 +719,52 @@ static void wake_send(const wake_t *w)
     }
 }
 
-/* Decides the wake-ups of parked stubs of kind k for new work: as many as
- * it has chunks. Ready lock held; wake_send() after it is dropped. */
-static void wake_stubs_locked(wake_t *w, int k, uint64_t chunks)
+/* Stubs asleep that could be woken and then poll without taking the
+ * program's core (stubs.c, may_poll_locked). */
+static int poll_room(void)
 {
-    /* Polling stubs of the kind see the work without a wake-up. */
-    uint64_t polling = (uint64_t)pm__rt.spinning_kind[k];
-    chunks = chunks > polling ? chunks - polling : 0;
+    int awake = pm__rt.nstubs - atomic_load_explicit(&pm__rt.parked[0], memory_order_relaxed) -
+                atomic_load_explicit(&pm__rt.parked[1], memory_order_relaxed);
+    return atomic_load_explicit(&pm__rt.spin_room, memory_order_relaxed) - awake;
+}
+
+/*
+ * Hands new work to idle stubs of kind k (ready lock held; wake_send()
+ * after it is dropped): pokes up to `poke` polling stubs, the latest to
+ * poll first, then wakes parked stubs until `wake` stubs in all are on
+ * their way. A poke costs a store to a line the poller watches; a wake-up
+ * costs a system call and the sleeper's way back, hence the two counts.
+ */
+static void wake_stubs_locked(wake_t *w, int k, uint64_t poke, uint64_t wake, pm__task_t *t)
+{
+    int n = atomic_load_explicit(&pm__rt.nspin[k], memory_order_relaxed);
+    uint64_t poked = poke < (uint64_t)n ? poke : (uint64_t)n;
+    /* On one host a poke hands the task itself, pinned (one more count
+     * to finish it) until the stub has tried to take a chunk: the stub
+     * takes its chunk without the ready lock, which many stubs poked at
+     * once would otherwise queue for. Every pin is in place before the
+     * first poke: a poked stub may run the whole of a short task before
+     * the last poke is sent. */
+    bool hand = t != NULL && pm__rt.nhosts == 1 && __atomic_load_n(&t->state, __ATOMIC_ACQUIRE) == PM__TASK_RUN;
+    if (hand && poked > 0)
+        atomic_fetch_add(&t->outstanding, poked);
+    for (uint64_t i = 0; i < poked; i++) {
+        pm__stub_t *s = pm__rt.spinners[k][--n];
+        pm__rt.spinning--;
+        atomic_store(&s->parked, false);
+        s->handed = hand ? t : NULL;
+        atomic_store_explicit(&s->poke, 1, memory_order_release);
+    }
+    atomic_store_explicit(&pm__rt.nspin[k], n, memory_order_relaxed);
+    uint64_t chunks = wake > poked ? wake - poked : 0;
+    /* Too few pollers for the work: wake sleepers for it as well while
+     * the stubs awake leave them room to poll afterwards, so that work
+     * that keeps coming (timesteps) finds them polling next time. */
+    if (poke > poked && pm__rt.spin_ns > 0) {
+        int room = poll_room();
+        if (room > 0 && chunks < poke - poked)
+            chunks = poke - poked < (uint64_t)room ? poke - poked : (uint64_t)room;
+    }
     uint64_t parked = (uint64_t)atomic_load(&pm__rt.parked[k]);
     if (parked == 0 || chunks == 0)
         return;
@@ -743,23 +782,26 @@ static void wake_stubs_locked(wake_t *w, int k, uint64_t chunks)
  * work: below it, the wake-up and the trips through the runtime lock cost
  * more than the stub adds. */
 #define PM__WAKE_WORTH_NS 20000.0
+/* A polling CPU stub is worth poking for this much work: it starts within
+ * a fraction of a microsecond. */
+#define PM__POKE_WORTH_NS 2000.0
 
 /*
- * CPU stubs to wake for a running task: one per chunk, but when the model
- * knows the callbacks' time per subtask on a CPU, no more than the task's
- * work fills at PM__WAKE_WORTH_NS each (at least one). A task of a few
+ * CPU stubs to engage for a running task: one per chunk, but when the
+ * model knows the callbacks' time per subtask on a CPU, no more than the
+ * task's work fills at worth_ns each (at least one). A task of a few
  * microseconds then runs on the stubs already awake instead of sending
- * every stub through the runtime lock. Should the model be wrong, a stub
- * whose chunk ran long wakes the rest (pm__task_wake_more).
+ * every stub through the ready lock. Should the model be wrong, a stub
+ * whose chunk ran long engages the rest (pm__task_wake_more).
  */
-static uint64_t cpu_stubs_worth(const pm__task_t *t)
+static uint64_t cpu_stubs_worth(const pm__task_t *t, double worth_ns)
 {
     if (t->nchunks <= 1)
         return t->nchunks;
     double ns = pm__model_ns_named(t->cbs.model, PM_DEVICE_CPU, NULL);
     if (ns <= 0)
         return t->nchunks;
-    double stubs = ns * (double)t->desc.subtasks / PM__WAKE_WORTH_NS;
+    double stubs = ns * (double)t->desc.subtasks / worth_ns;
     if (stubs < 1)
         return 1;
     return stubs < (double)t->nchunks ? (uint64_t)stubs : t->nchunks;
@@ -768,14 +810,19 @@ static uint64_t cpu_stubs_worth(const pm__task_t *t)
 void pm__task_wake_more(pm__task_t *t, pm_device_kind_t kind, uint64_t chunk_ns)
 {
     const int k = kind == PM_DEVICE_GPU;
-    if (chunk_ns < PM__WAKE_WORTH_NS || atomic_load_explicit(&pm__rt.parked[k], memory_order_relaxed) == 0)
+    int parked = atomic_load_explicit(&pm__rt.parked[k], memory_order_relaxed);
+    bool poke = chunk_ns >= PM__POKE_WORTH_NS &&
+                (atomic_load_explicit(&pm__rt.nspin[k], memory_order_relaxed) > 0 ||
+                 (parked > 0 && pm__rt.spin_ns > 0 && poll_room() > 0));
+    bool wake = chunk_ns >= PM__WAKE_WORTH_NS && parked > 0;
+    if (!poke && !wake)
         return;
     uint64_t left = t->policy->left(t);
     if (left == 0)
         return;
     wake_t w = {0};
     pthread_mutex_lock(&pm__rt.ready_lock);
-    wake_stubs_locked(&w, k, left);
+    wake_stubs_locked(&w, k, poke ? left : 0, wake ? left : 0, t);
     pthread_mutex_unlock(&pm__rt.ready_lock);
     wake_send(&w);
 }
@@ -799,12 +846,22 @@ void pm__task_ready_locked(pm__task_t *t)
     for (int k = 0; k < 2; k++) {
         if (!(kinds & (1u << k)))
             continue;
-        uint64_t n = UINT64_MAX;
-        if (prepare)
-            n = t->nchunks;
-        else if ((t->every_kind >> k) & 1u)
-            n = k == 0 ? cpu_stubs_worth(t) : t->nchunks;
-        wake_stubs_locked(&w, k, n);
+        uint64_t poke = UINT64_MAX, wake = UINT64_MAX;
+        if (prepare) {
+            poke = wake = t->nchunks;
+        } else if ((t->every_kind >> k) & 1u) {
+            poke = k == 0 ? cpu_stubs_worth(t, PM__POKE_WORTH_NS) : t->nchunks;
+            wake = k == 0 ? cpu_stubs_worth(t, PM__WAKE_WORTH_NS) : t->nchunks;
+            /* A stub that made t ready (it finished what t waited for)
+             * looks for work next and finds t: one stub fewer to engage,
+             * so a short task is not split between it and a poked one. */
+            const pm__stub_t *me = pm__self_stub;
+            if (k == 0 && me != NULL && me->ops->kind == PM_DEVICE_CPU && pm__task_runnable_on(t, me)) {
+                poke = poke > 0 ? poke - 1 : 0;
+                wake = wake > 0 ? wake - 1 : 0;
+            }
+        }
+        wake_stubs_locked(&w, k, poke, wake, t);
     }
     pthread_mutex_unlock(&pm__rt.ready_lock);
     wake_send(&w);
@@ -822,6 +879,13 @@ void pm__task_unready_locked(pm__task_t *t)
  * once t has finished. Tasks go on the lists only under the runtime lock
  * and while they have work, so one found off them then stays off, and the
  * ready lock is not taken. */
+static void unready(pm__task_t *t);
+
+void pm__task_unready(pm__task_t *t)
+{
+    unready(t);
+}
+
 static void unready(pm__task_t *t)
 {
     if (!__atomic_load_n(&t->listed, __ATOMIC_ACQUIRE))

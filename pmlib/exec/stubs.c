@@ -13,16 +13,12 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* JOB_ASK: a task of several hosts has nothing left here; ask the other
  * hosts for work (under the runtime lock alone: asking may take the task
  * off the ready lists, which takes the ready lock). */
 enum job { JOB_NONE, JOB_PREPARE, JOB_RUN, JOB_ASK };
-
-/* Idle stubs that poll for work at a time (the rest sleep); one when the
- * process has more busy threads than cores, where a second poller takes
- * a core from a thread with work (the program's, submitting). */
-#define PM__SPINNERS 2
 
 /* Ready tasks a stub looks at before it gives up: the list holds only tasks
  * with chunks to hand out, so work is near its front. */
@@ -116,6 +112,14 @@ static void note_time(const pm__stub_t *s, pm__task_t *t, uint64_t n, uint64_t n
 {
     uint64_t ns = (uint64_t)(seconds * 1e9) + 1;
     average_in(&t->counts[s->index].chunk_ns, ns / nk + 1);
+    if (t->sched != NULL && t->nchunks > 1) { /* the shortest average so far (sched/pull.c) */
+        uint64_t avg = atomic_load_explicit(&t->counts[s->index].chunk_ns, memory_order_relaxed);
+        uint64_t least = atomic_load_explicit(&t->sched->min_chunk_ns, memory_order_relaxed);
+        while (avg < least && !atomic_compare_exchange_weak_explicit(&t->sched->min_chunk_ns, &least, avg,
+                                                                      memory_order_relaxed,
+                                                                      memory_order_relaxed))
+            ;
+    }
     pm__model_note_chunk(t, s, n, ns);
 }
 
@@ -322,11 +326,6 @@ static void run_loop(pm__stub_t *s, pm__task_t *t, uint64_t k)
     }
 }
 
-static bool work_came(const void *arg)
-{
-    return atomic_load_explicit(&pm__rt.work_gen, memory_order_acquire) != *(const uint64_t *)arg;
-}
-
 /* What a stub holds while it looks for work: the ready lock, and with
  * several hosts the runtime lock first (taking a chunk of another host's
  * task and asking other hosts for work change state under it). */
@@ -344,29 +343,74 @@ static void unlock_work(void)
         pthread_mutex_unlock(&pm__rt.lock);
 }
 
-/* No work found (work lock held): poll a short spell (PMLIB_SPIN_US) so new
+/* Whether an idle stub may poll (ready lock): the first one always; more
+ * while the stubs not asleep, this one included, fit in the cores left
+ * beside the program's thread, so that a poller never takes a core from a
+ * thread with work. */
+static bool may_poll_locked(void)
+{
+    if (pm__rt.spinning == 0)
+        return true;
+    int awake = pm__rt.nstubs - atomic_load(&pm__rt.parked[0]) - atomic_load(&pm__rt.parked[1]);
+    return awake <= atomic_load_explicit(&pm__rt.spin_room, memory_order_relaxed);
+}
+
+static bool poked(const void *arg)
+{
+    const pm__stub_t *s = arg;
+    return atomic_load_explicit(&s->poke, memory_order_acquire) != 0 ||
+           atomic_load_explicit(&pm__rt.shutdown, memory_order_relaxed);
+}
+
+/* Takes a polling stub off its kind's pollers (ready lock). */
+static void unpoll_locked(pm__stub_t *s, int kind)
+{
+    int last = atomic_load_explicit(&pm__rt.nspin[kind], memory_order_relaxed) - 1;
+    pm__stub_t *moved = pm__rt.spinners[kind][last];
+    pm__rt.spinners[kind][s->spin_slot] = moved;
+    moved->spin_slot = s->spin_slot;
+    atomic_store_explicit(&pm__rt.nspin[kind], last, memory_order_relaxed);
+    pm__rt.spinning--;
+}
+
+/*
+ * No work found (work lock held): poll a short spell (PMLIB_SPIN_US) so new
  * work starts within microseconds, then sleep until work is added. Returns
- * with no lock held. */
-static void idle(pm__stub_t *s)
+ * with no lock held. A polling stub watches only its own poke: the thread
+ * that adds work pokes as many pollers as the work is worth, the latest
+ * first (pm__task_ready_locked), so new work sends no crowd of stubs after
+ * the ready lock and a few stubs stay busy while the others wait.
+ */
+static pm__task_t *idle(pm__stub_t *s)
 {
     const int kind = s->ops->kind == PM_DEVICE_GPU;
     uint64_t gen = atomic_load_explicit(&pm__rt.work_gen, memory_order_acquire);
-    /* A few pollers suffice: the others sleep, and are woken one per chunk
-     * of new work, so new work does not send every idle stub after the
-     * ready lock at once. */
-    bool poll = pm__rt.spinning < (pm__rt.crowded ? 1 : PM__SPINNERS);
+    bool poll = pm__rt.spin_ns > 0 && may_poll_locked();
     if (poll) {
+        atomic_store_explicit(&s->poke, 0, memory_order_relaxed);
+        atomic_store(&s->parked, true); /* comes only when poked */
+        int n = atomic_load_explicit(&pm__rt.nspin[kind], memory_order_relaxed);
+        s->spin_slot = n;
+        pm__rt.spinners[kind][n] = s;
+        atomic_store_explicit(&pm__rt.nspin[kind], n + 1, memory_order_relaxed);
         pm__rt.spinning++;
-        pm__rt.spinning_kind[kind]++;
     }
     if (pm__rt.nhosts > 1)
         pthread_mutex_unlock(&pm__rt.lock);
     if (poll) {
         pthread_mutex_unlock(&pm__rt.ready_lock);
-        pm__spin_until(work_came, &gen);
+        /* Poked: the poker took it off the pollers, so no lock is needed
+         * (many stubs poked at once would queue for it). */
+        if (pm__spin_until(poked, s) && atomic_load_explicit(&s->poke, memory_order_acquire))
+            return s->handed;
         pthread_mutex_lock(&pm__rt.ready_lock);
-        pm__rt.spinning--;
-        pm__rt.spinning_kind[kind]--;
+        if (atomic_load_explicit(&s->poke, memory_order_acquire)) { /* poked meanwhile */
+            pm__task_t *t = s->handed;
+            pthread_mutex_unlock(&pm__rt.ready_lock);
+            return t;
+        }
+        unpoll_locked(s, kind);
+        atomic_store(&s->parked, false);
     }
     /* Work is added under the ready lock, which the wait releases. */
     if (!atomic_load(&pm__rt.shutdown) && atomic_load(&pm__rt.work_gen) == gen) {
@@ -377,12 +421,27 @@ static void idle(pm__stub_t *s)
         pm__rt.parked[kind]--;
     }
     pthread_mutex_unlock(&pm__rt.ready_lock);
+    return NULL;
+}
+
+/* A task handed with a poke (one host): a chunk of it if one is left for
+ * this stub, taken without the ready lock; then the pin is dropped (which
+ * finishes the task if its chunks were all done meanwhile, so t must not
+ * be read after a false return). */
+static bool take_handed(pm__stub_t *s, pm__task_t *t, uint64_t *chunk)
+{
+    bool got = pm__task_runnable_on(t, s) && t->policy->take(t, s->index, chunk);
+    if (got && t->policy->left(t) == 0)
+        pm__task_unready(t);
+    pm__task_done(t, 1);
+    return got;
 }
 
 static void *stub_main(void *arg)
 {
     pm__stub_t *s = arg;
     pm__internal_thread = 1;
+    pm__self_stub = s;
     for (;;) {
         lock_work();
         if (atomic_load(&pm__rt.shutdown)) {
@@ -393,7 +452,9 @@ static void *stub_main(void *arg)
         uint64_t k;
         enum job j = find_work_locked(s, &t, &k);
         if (j == JOB_NONE) {
-            idle(s);
+            t = idle(s);
+            if (t != NULL && take_handed(s, t, &k))
+                run_loop(s, t, k);
             continue;
         }
         if (j == JOB_ASK) { /* several hosts: the runtime lock is held */
@@ -447,11 +508,19 @@ int pm__stubs_start(void)
     if (!pm__rt.ncpu_set && ngpu > 0)
         pm__rt.ncpu = pm__rt.ncpu > ngpu ? pm__rt.ncpu - ngpu : 1;
     int n = pm__rt.ncpu + ngpu;
-    pm__rt.stubs = calloc((size_t)n, sizeof *pm__rt.stubs);
-    if (pm__rt.stubs == NULL) {
+    size_t bytes = (size_t)n * sizeof *pm__rt.stubs; /* a multiple of the alignment */
+    pm__rt.stubs = aligned_alloc(_Alignof(pm__stub_t), bytes);
+    pm__rt.spinners[0] = calloc(2 * (size_t)n, sizeof(pm__stub_t *));
+    if (pm__rt.stubs == NULL || pm__rt.spinners[0] == NULL) {
+        free(pm__rt.stubs);
+        free(pm__rt.spinners[0]);
+        pm__rt.stubs = NULL;
+        pm__rt.spinners[0] = NULL;
         free(gpus);
         return PM__FAIL(PM_ENOMEM, "pm_init: out of memory for %d stubs", n);
     }
+    memset(pm__rt.stubs, 0, bytes);
+    pm__rt.spinners[1] = pm__rt.spinners[0] + n;
     int made = 0;
     for (int i = 0; i < n; i++) {
         pm__stub_t *s = &pm__rt.stubs[made];
@@ -490,7 +559,9 @@ fail:
         if (pm__rt.stubs[i].ops != NULL && pm__rt.stubs[i].priv != NULL)
             pm__rt.stubs[i].ops->fini(&pm__rt.stubs[i]);
     free(pm__rt.stubs);
+    free(pm__rt.spinners[0]);
     pm__rt.stubs = NULL;
+    pm__rt.spinners[0] = pm__rt.spinners[1] = NULL;
     return PM__FAIL(PM_ENOMEM, "pm_init: cannot set up the stubs");
 }
 
@@ -509,6 +580,8 @@ void pm__stubs_stop(void)
     for (int i = 0; i < stubs_made && pm__rt.stubs; i++)
         pm__rt.stubs[i].ops->fini(&pm__rt.stubs[i]);
     free(pm__rt.stubs);
+    free(pm__rt.spinners[0]);
     pm__rt.stubs = NULL;
+    pm__rt.spinners[0] = pm__rt.spinners[1] = NULL;
     pm__rt.nstubs = 0;
 }

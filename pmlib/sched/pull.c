@@ -46,7 +46,7 @@ static bool on_cpu(int s)
  */
 static double copy_back_ns(const pm__task_t *t, int nstubs, bool in_place)
 {
-    if (!in_place)
+    if (!in_place || (t->sched != NULL && t->sched->cpu_only))
         return 0;
     double worst = 0;
     for (int s = 0; s < nstubs; s++) {
@@ -97,6 +97,25 @@ static bool unknown_pays(const pm__task_t *t, int nstubs, int stub, uint64_t lef
 }
 
 /*
+ * Whether no stub can be clearly faster than `stub`, whose time per chunk
+ * is `mine`, without looking at each stub (whose counters other cores
+ * write): for a task only CPU stubs run, every stub's time is at least the
+ * shortest any stub has averaged in the task, or the shortest time the
+ * model knew for their devices when the task began, where it has not run
+ * a chunk yet.
+ */
+static bool none_clearly_faster(const pm__task_t *t, double mine)
+{
+    if (t->sched == NULL || !t->sched->cpu_only) /* NULL: planning */
+        return false;
+    double least = t->sched->model_least;
+    uint64_t m = atomic_load_explicit(&t->sched->min_chunk_ns, memory_order_relaxed);
+    if (m != UINT64_MAX && (least <= 0 || (double)m < least))
+        least = (double)m;
+    return least > 0 && mine <= least * PM__SLOW_FACTOR;
+}
+
+/*
  * Whether a chunk on `stub` pays: not when the stubs clearly faster than
  * it would finish the `left` chunks before it finished this one, which
  * would only make the task end later. Every stub is weighed with its own
@@ -114,6 +133,8 @@ static bool pays(const pm__task_t *t, int nstubs, int stub, uint64_t left,
     double mine = chunk_ns(t, stub);
     if (mine == 0)
         return unknown_pays(t, nstubs, stub, left, gone);
+    if (none_clearly_faster(t, mine))
+        return true;
     mine += on_cpu(stub) ? back : 0;
     double rate = 0; /* chunks per ns of the stubs clearly faster than this one */
     for (int s = 0; s < nstubs; s++) {
@@ -222,6 +243,16 @@ static int pull_init(pm__task_t *t, int nstubs)
     if (rc == 0) {
         atomic_init(&t->sched->probe, probe);
         t->sched->in_place = in_place;
+        t->sched->cpu_only = true;
+        t->sched->model_least = 0;
+        for (int s = 0; s < nstubs; s++) {
+            if (!pm__task_runnable_on(t, &pm__rt.stubs[s]))
+                continue;
+            t->sched->cpu_only &= on_cpu(s);
+            double ns = pm__model_ns(t->cbs.model, s) * (double)t->grain;
+            if (ns > 0 && (t->sched->model_least == 0 || ns < t->sched->model_least))
+                t->sched->model_least = ns;
+        }
     }
     if (w != few)
         free(w);

@@ -41,8 +41,20 @@ int pm__ranges_init(pm__task_t *t, int nstubs, const double *weight)
         atomic_init(&st->slot[s].hi, hi);
         lo = hi;
     }
+    atomic_init(&st->nleft, lo - t->lo);
+    atomic_init(&st->min_chunk_ns, UINT64_MAX);
     t->sched = st;
     return 0;
+}
+
+static void left_add(struct pm__sched_state *st, uint64_t n)
+{
+    atomic_fetch_add_explicit(&st->nleft, n, memory_order_relaxed);
+}
+
+static void left_sub(struct pm__sched_state *st, uint64_t n)
+{
+    atomic_fetch_sub_explicit(&st->nleft, n, memory_order_relaxed);
 }
 
 /* Moves a spare range into the stub's empty slot; false if none. */
@@ -84,6 +96,8 @@ bool pm__ranges_take_own(pm__task_t *t, int stub, uint64_t *chunk)
         }
         pm__unlock(&r->lock);
     }
+    if (got)
+        left_sub(t->sched, 1);
     return got;
 }
 
@@ -99,17 +113,22 @@ uint64_t pm__ranges_extend(pm__task_t *t, int stub, uint64_t next, uint64_t max)
         atomic_store_explicit(&r->lo, lo + n, memory_order_relaxed);
     }
     pm__unlock(&r->lock);
+    if (n > 0)
+        left_sub(t->sched, n);
     return n;
 }
 
 bool pm__ranges_untake(pm__task_t *t, int stub, uint64_t lo, uint64_t hi)
 {
     pm__range_slot_t *r = &t->sched->slot[stub];
+    left_add(t->sched, hi - lo);
     pm__lock(&r->lock);
     bool back = atomic_load_explicit(&r->lo, memory_order_relaxed) == hi;
     if (back)
         atomic_store_explicit(&r->lo, lo, memory_order_relaxed);
     pm__unlock(&r->lock);
+    if (!back)
+        left_sub(t->sched, hi - lo);
     return back;
 }
 
@@ -160,6 +179,7 @@ bool pm__ranges_steal(pm__task_t *t, int stub, uint64_t *chunk)
         atomic_store_explicit(&own->hi, hi, memory_order_relaxed);
         pm__unlock(&own->lock);
         t->counts[stub].steals++;
+        left_sub(st, 1);
         *chunk = first;
         return true;
     }
@@ -167,13 +187,7 @@ bool pm__ranges_steal(pm__task_t *t, int stub, uint64_t *chunk)
 
 uint64_t pm__ranges_left(const pm__task_t *t)
 {
-    uint64_t n = atomic_load_explicit(&t->sched->spare_chunks, memory_order_relaxed);
-    for (int s = 0; s < t->sched->nstubs; s++) {
-        uint64_t lo = atomic_load_explicit(&t->sched->slot[s].lo, memory_order_relaxed);
-        uint64_t hi = atomic_load_explicit(&t->sched->slot[s].hi, memory_order_relaxed);
-        n += hi > lo ? hi - lo : 0;
-    }
-    return n;
+    return atomic_load_explicit(&t->sched->nleft, memory_order_relaxed);
 }
 
 bool pm__ranges_give(pm__task_t *t, uint64_t max, uint64_t *lo, uint64_t *hi)
@@ -199,6 +213,7 @@ bool pm__ranges_give(pm__task_t *t, uint64_t max, uint64_t *lo, uint64_t *hi)
         pm__unlock(&vr->lock);
         if (take == 0)
             return false;
+        left_sub(st, take);
         *lo = b - take;
         *hi = b;
         return true;
@@ -208,6 +223,7 @@ bool pm__ranges_give(pm__task_t *t, uint64_t max, uint64_t *lo, uint64_t *hi)
 void pm__ranges_install(pm__task_t *t, uint64_t lo, uint64_t hi)
 {
     struct pm__sched_state *st = t->sched;
+    left_add(st, hi - lo);
     /* Ranges are asked for when the stubs run dry, so an empty eligible slot
      * usually exists; a busy one is extended when adjacent; else the range
      * waits as a spare for the next stub that runs out. */

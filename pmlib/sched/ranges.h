@@ -22,12 +22,21 @@ struct pm__sched_state {
     uint64_t (*spare)[2];
     int nspare, capspare;
     atomic_uint_fast64_t spare_chunks;
+    /* Chunks in the slots and spares: raised before chunks are added and
+     * lowered after they are taken, so never below the true count, and
+     * read without looking at every slot. */
+    atomic_uint_fast64_t nleft;
+    /* pull: the shortest time per chunk any stub has averaged in this task
+     * (UINT64_MAX: none yet); it only falls. */
+    atomic_uint_fast64_t min_chunk_ns;
     /* pull: stubs whose last take found nothing (they may be asleep), the
      * stub of a held-back device that probes one chunk (-1: none), and
      * whether the task writes memory in place (not through a reduce). */
     atomic_uchar *left;
     atomic_int probe;
     bool in_place;
+    bool cpu_only;      /* only CPU stubs may run it */
+    double model_least; /* the model's shortest time per chunk of those stubs (0: none) */
 };
 
 /* Bytes of a task's scheduling state for nstubs stubs (the task keeps
