@@ -541,9 +541,12 @@ int pm__stubs_start(void)
     }
     free(gpus);
     n = stubs_made = made;
+    pm__rt.nstubs = n; /* before any stub runs: idle stubs read it */
     for (int i = 0; i < n; i++) {
         if (pthread_create(&pm__rt.stubs[i].thread, NULL, stub_main, &pm__rt.stubs[i]) != 0) {
+            pthread_mutex_lock(&pm__rt.ready_lock);
             pm__rt.nstubs = i;
+            pthread_mutex_unlock(&pm__rt.ready_lock);
             pm__stubs_stop();
             return PM__FAIL(PM_ENOMEM, "pm_init: cannot start stub thread %d of %d; lower PMLIB_NCPU", i, n);
         }
@@ -552,7 +555,6 @@ int pm__stubs_start(void)
                  pm__rt.stubs[i].device_index % 1000);
         pthread_setname_np(pm__rt.stubs[i].thread, name);
     }
-    pm__rt.nstubs = n;
     return 0;
 fail:
     for (int i = 0; i < n; i++)
