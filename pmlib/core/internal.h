@@ -366,6 +366,10 @@ void pm__task_wake_more(pm__task_t *t, pm_device_kind_t kind, uint64_t chunk_ns)
  * sched/pull.c) must not take them for absent in the moment before they
  * run. Clears their parked flags. */
 void pm__stubs_woken(int k);
+/* Stubs that may still become awake (busy or polling) without taking the
+ * program's core: the cores of this rank less one, less the stubs not
+ * asleep; below 0 when more are awake than fit (exec/stubs.c). */
+int pm__stubs_poll_room(void);
 void pm__task_unready_locked(pm__task_t *t);
 /* Takes t off the ready lists, if it is on them (no lock held). */
 void pm__task_unready(pm__task_t *t);
@@ -578,8 +582,7 @@ typedef struct pm__runtime {
     pm__tlist_t ready[2];     /* tasks with chunks to hand out, per kind */
     pthread_cond_t work_cv[2]; /* stubs wait for work: [0] CPU stubs, [1] GPU stubs */
     atomic_int parked[2];     /* stubs asleep on work_cv, per kind (changed under the ready lock) */
-    int spinning;             /* idle stubs polling for work (ready lock) */
-    atomic_int nspin[2];      /* the same per kind (changed under the ready lock) */
+    atomic_int nspin[2];      /* idle stubs polling for work, per kind (changed under the ready lock) */
     pm__stub_t **spinners[2]; /* those stubs per kind, the latest last (ready lock) */
     atomic_int spin_room;     /* stubs that may be busy or polling at once without
                                  taking the program's core (at least one polls) */

@@ -719,15 +719,6 @@ static void wake_send(const wake_t *w)
     }
 }
 
-/* Stubs asleep that could be woken and then poll without taking the
- * program's core (stubs.c, may_poll_locked). */
-static int poll_room(void)
-{
-    int awake = pm__rt.nstubs - atomic_load_explicit(&pm__rt.parked[0], memory_order_relaxed) -
-                atomic_load_explicit(&pm__rt.parked[1], memory_order_relaxed);
-    return atomic_load_explicit(&pm__rt.spin_room, memory_order_relaxed) - awake;
-}
-
 /*
  * Hands new work to idle stubs of kind k (ready lock held; wake_send()
  * after it is dropped): pokes up to `poke` polling stubs, the latest to
@@ -750,7 +741,6 @@ static void wake_stubs_locked(wake_t *w, int k, uint64_t poke, uint64_t wake, pm
         atomic_fetch_add(&t->outstanding, poked);
     for (uint64_t i = 0; i < poked; i++) {
         pm__stub_t *s = pm__rt.spinners[k][--n];
-        pm__rt.spinning--;
         atomic_store(&s->parked, false);
         s->handed = hand ? t : NULL;
         atomic_store_explicit(&s->poke, 1, memory_order_release);
@@ -761,7 +751,7 @@ static void wake_stubs_locked(wake_t *w, int k, uint64_t poke, uint64_t wake, pm
      * the stubs awake leave them room to poll afterwards, so that work
      * that keeps coming (timesteps) finds them polling next time. */
     if (poke > poked && pm__rt.spin_ns > 0) {
-        int room = poll_room();
+        int room = pm__stubs_poll_room();
         if (room > 0 && chunks < poke - poked)
             chunks = poke - poked < (uint64_t)room ? poke - poked : (uint64_t)room;
     }
@@ -813,7 +803,7 @@ void pm__task_wake_more(pm__task_t *t, pm_device_kind_t kind, uint64_t chunk_ns)
     int parked = atomic_load_explicit(&pm__rt.parked[k], memory_order_relaxed);
     bool poke = chunk_ns >= PM__POKE_WORTH_NS &&
                 (atomic_load_explicit(&pm__rt.nspin[k], memory_order_relaxed) > 0 ||
-                 (parked > 0 && pm__rt.spin_ns > 0 && poll_room() > 0));
+                 (parked > 0 && pm__rt.spin_ns > 0 && pm__stubs_poll_room() > 0));
     bool wake = chunk_ns >= PM__WAKE_WORTH_NS && parked > 0;
     if (!poke && !wake)
         return;
@@ -875,18 +865,11 @@ void pm__task_unready_locked(pm__task_t *t)
     __atomic_store_n(&t->listed, 0, __ATOMIC_RELEASE);
 }
 
-/* Takes t off the ready lists: by a caller holding the runtime lock, or
- * once t has finished. Tasks go on the lists only under the runtime lock
+/* Takes t off the ready lists: by a caller holding the runtime lock, by
+ * a stub that took its last chunk on one host, or once t has finished. Tasks go on the lists only under the runtime lock
  * and while they have work, so one found off them then stays off, and the
  * ready lock is not taken. */
-static void unready(pm__task_t *t);
-
 void pm__task_unready(pm__task_t *t)
-{
-    unready(t);
-}
-
-static void unready(pm__task_t *t)
 {
     if (!__atomic_load_n(&t->listed, __ATOMIC_ACQUIRE))
         return;
@@ -906,7 +889,7 @@ int pm__task_add_remote_locked(pm__task_t *t)
 
 void pm__task_drop_remote_locked(pm__task_t *t)
 {
-    unready(t);
+    pm__task_unready(t);
     tlist_remove(&pm__rt.active, t, ACTIVE_LINK);
 }
 
@@ -1285,7 +1268,7 @@ static void release_locked(pm__task_t *t)
             m->last_writer = NULL;
         reader_unlink(m, &t->readers[i]);
     }
-    unready(t);
+    pm__task_unready(t);
     tlist_remove(&pm__rt.active, t, ACTIVE_LINK);
     seq_remove_locked(t);
     __atomic_sub_fetch(&pm__rt.nactive_local, 1, __ATOMIC_RELEASE);
@@ -1310,7 +1293,7 @@ static bool quick_finish(pm__task_t *t)
 {
     if (t->desc.nmem > 0 || pm__rt.nhosts > 1 || t->status != 0 || t->alink.on)
         return false;
-    unready(t);
+    pm__task_unready(t);
     __atomic_store_n(&t->state, PM__TASK_DONE, __ATOMIC_SEQ_CST);
     int left = __atomic_sub_fetch(&pm__rt.nactive_local, 1, __ATOMIC_SEQ_CST);
     if (__atomic_load_n(&pm__rt.task_waiters, __ATOMIC_SEQ_CST) > 0 ||

@@ -343,16 +343,22 @@ static void unlock_work(void)
         pthread_mutex_unlock(&pm__rt.lock);
 }
 
+int pm__stubs_poll_room(void)
+{
+    int awake = pm__rt.nstubs - atomic_load_explicit(&pm__rt.parked[0], memory_order_relaxed) -
+                atomic_load_explicit(&pm__rt.parked[1], memory_order_relaxed);
+    return atomic_load_explicit(&pm__rt.spin_room, memory_order_relaxed) - awake;
+}
+
 /* Whether an idle stub may poll (ready lock): the first one always; more
  * while the stubs not asleep, this one included, fit in the cores left
  * beside the program's thread, so that a poller never takes a core from a
  * thread with work. */
 static bool may_poll_locked(void)
 {
-    if (pm__rt.spinning == 0)
-        return true;
-    int awake = pm__rt.nstubs - atomic_load(&pm__rt.parked[0]) - atomic_load(&pm__rt.parked[1]);
-    return awake <= atomic_load_explicit(&pm__rt.spin_room, memory_order_relaxed);
+    int polling = atomic_load_explicit(&pm__rt.nspin[0], memory_order_relaxed) +
+                  atomic_load_explicit(&pm__rt.nspin[1], memory_order_relaxed);
+    return polling == 0 || pm__stubs_poll_room() >= 0;
 }
 
 static bool poked(const void *arg)
@@ -370,7 +376,6 @@ static void unpoll_locked(pm__stub_t *s, int kind)
     pm__rt.spinners[kind][s->spin_slot] = moved;
     moved->spin_slot = s->spin_slot;
     atomic_store_explicit(&pm__rt.nspin[kind], last, memory_order_relaxed);
-    pm__rt.spinning--;
 }
 
 /*
@@ -393,7 +398,6 @@ static pm__task_t *idle(pm__stub_t *s)
         s->spin_slot = n;
         pm__rt.spinners[kind][n] = s;
         atomic_store_explicit(&pm__rt.nspin[kind], n + 1, memory_order_relaxed);
-        pm__rt.spinning++;
     }
     if (pm__rt.nhosts > 1)
         pthread_mutex_unlock(&pm__rt.lock);
