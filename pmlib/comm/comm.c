@@ -197,6 +197,13 @@ void pm__comm_active(int delta)
     atomic_fetch_add(&C.active, delta);
 }
 
+/* Whether a message is the comm thread's own housekeeping (heartbeats):
+ * it does not count as work, so an idle host's naps keep growing. */
+static bool housekeeping(int tag)
+{
+    return tag == PM__TAG_HEARTBEAT;
+}
+
 static int start_sends(void)
 {
     pthread_mutex_lock(&C.lock);
@@ -219,8 +226,8 @@ static int start_sends(void)
         MPI_Isend(o->addr, (int)o->count, o->type, o->dest, o->tag,
                   o->on_bulk ? pm__bulk_comm : MPI_COMM_WORLD, &o->req);
         C.fl[C.nfl++] = o;
+        n += !housekeeping(o->tag);
         o = next;
-        n++;
     }
     return n;
 }
@@ -237,13 +244,13 @@ static int finish_sends(void)
             continue;
         }
         C.fl[i] = C.fl[--C.nfl];
+        n += !housekeeping(o->tag);
         if (o->type != MPI_BYTE)
             MPI_Type_free(&o->type);
         if (o->bo != NULL)
             pm__bulk_frag_sent(o);
         free(o->owned);
         free(o);
-        n++;
     }
     return n;
 }
@@ -309,7 +316,7 @@ static int receive(void)
             pm__error("malformed message (tag %d, %d bytes) from host %d ignored", st.MPI_TAG, count,
                       st.MPI_SOURCE);
         free(data);
-        n++;
+        n += !housekeeping(st.MPI_TAG);
     }
     return n;
 }
@@ -455,12 +462,20 @@ static void heartbeat(void)
 #define PM__CROWDED_NAP_MIN 10e-6
 #define PM__CROWDED_NAP_MAX 1e-3
 
+/* A thread idle this long (seconds) with no task running naps
+ * PM__IDLE_NAP between rounds instead of 1 ms: each round polls MPI,
+ * some 30 us of CPU, and an idle process should use next to none. The
+ * first message from another host after such a pause waits at most that
+ * long; one queued here wakes the thread at once. */
+#define PM__IDLE_LONG 1.0
+#define PM__IDLE_NAP 5e-3
+
 /* How long to nap after a round that did nothing (0: only yield the core).
  * Bytes on the wire are progressed without a pause. A reply awaited or a
  * task spanning hosts keeps the thread polling; while a task runs on a
  * machine with fewer cores than pmlib's busy threads, it naps, backing off
  * as it stays idle, so as not to take the cores of the stubs. Otherwise,
- * after the spell, naps grow to 1 ms. */
+ * after the spell, naps grow to 1 ms, and after a second to 5 ms. */
 static double nap_length(double idle)
 {
     const double spin = (double)pm__rt.spin_ns * 1e-9; /* PMLIB_SPIN_US */
@@ -475,7 +490,9 @@ static double nap_length(double idle)
         return 0;
     if (atomic_load(&C.active) > 0)
         return 20e-6;
-    return idle < spin + 0.001 ? 20e-6 : idle < spin + 0.01 ? 100e-6 : 1e-3;
+    if (idle < spin + 0.01)
+        return idle < spin + 0.001 ? 20e-6 : 100e-6;
+    return idle < spin + PM__IDLE_LONG ? 1e-3 : PM__IDLE_NAP;
 }
 
 /* Naps (a queued send ends the nap at once) or yields the core. */
