@@ -44,6 +44,7 @@ static struct {
     pm__out_t **fl; /* started sends */
     int nfl, capfl;
     atomic_int expect, active;
+    atomic_bool queued; /* head is not empty */
     double *last_heard;
     double last_beat;
     double host_timeout;
@@ -168,6 +169,7 @@ void pm__tx_queue(pm__out_t *first, pm__out_t *last)
     else
         C.head = first;
     C.tail = last;
+    atomic_store_explicit(&C.queued, true, memory_order_relaxed);
     if (C.asleep)
         pthread_cond_signal(&C.wake);
     pthread_mutex_unlock(&C.lock);
@@ -185,6 +187,20 @@ void pm__comm_send(int dest, int tag, pm__wbuf_t *msg)
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
     pm__tx_queue(o, o);
+}
+
+/* How long a stub about to run a chunk waits for the comm thread to take
+ * up the messages queued before it (seconds). */
+#define PM__HAND_OVER_MAX 50e-6
+
+void pm__comm_hand_over(void)
+{
+    if (!pm__rt.crowded || !C.running || !atomic_load_explicit(&C.queued, memory_order_relaxed))
+        return;
+    double until = pm__now() + PM__HAND_OVER_MAX;
+    do
+        sched_yield();
+    while (atomic_load_explicit(&C.queued, memory_order_relaxed) && pm__now() < until);
 }
 
 void pm__comm_expect(int delta)
@@ -209,6 +225,7 @@ static int start_sends(void)
     pthread_mutex_lock(&C.lock);
     pm__out_t *o = C.head;
     C.head = C.tail = NULL;
+    atomic_store_explicit(&C.queued, false, memory_order_relaxed);
     pthread_mutex_unlock(&C.lock);
     int n = 0;
     while (o != NULL) {
@@ -453,15 +470,6 @@ static void heartbeat(void)
     }
 }
 
-/* A crowded host's naps while a task runs: a quarter of the time the
- * thread has been idle, from 10 us to 1 ms. A message then waits at most a
- * quarter longer than the thread had been idle, and a chunk of milliseconds
- * sees about one wake-up per millisecond instead of one per 10 us: each
- * wake-up takes a core from a stub, and on a 2-core machine with 2 ranks
- * naps of 10 to 50 us made PageRank's chunks 1.5 times slower. */
-#define PM__CROWDED_NAP_MIN 10e-6
-#define PM__CROWDED_NAP_MAX 1e-3
-
 /* A thread idle this long (seconds) with no task running naps
  * PM__IDLE_NAP between rounds instead of 1 ms: each round polls MPI,
  * some 30 us of CPU, and an idle process should use next to none. The
@@ -471,21 +479,24 @@ static void heartbeat(void)
 #define PM__IDLE_NAP 5e-3
 
 /* How long to nap after a round that did nothing (0: only yield the core).
- * Bytes on the wire are progressed without a pause. A reply awaited or a
- * task spanning hosts keeps the thread polling; while a task runs on a
- * machine with fewer cores than pmlib's busy threads, it naps, backing off
- * as it stays idle, so as not to take the cores of the stubs. Otherwise,
- * after the spell, naps grow to 1 ms, and after a second to 5 ms. */
+ * Bytes on the wire are progressed without a pause, and a reply awaited
+ * keeps the thread polling. While a task spans hosts on a machine with
+ * fewer cores than pmlib's busy threads, it polls too, yielding its core
+ * between rounds: a yielding thread takes next to nothing from a stub on
+ * the same core, where every wake-up from a nap preempts it (naps of 10 to
+ * 50 us made PageRank's chunks 1.5 times slower on 2 cores with 2 ranks),
+ * and a message waits for a round, not for a nap (naps of up to 1 ms made
+ * a Task Bench timestep spanning 2 hosts take 550 us for 40 us of work).
+ * Otherwise, after the spell, naps grow to 1 ms, and after a second to
+ * 5 ms. */
 static double nap_length(double idle)
 {
     const double spin = (double)pm__rt.spin_ns * 1e-9; /* PMLIB_SPIN_US */
     if (C.nfl > 0 || pm__bulk_busy())
         return 0;
     bool crowded = pm__rt.crowded && atomic_load(&C.active) > 0;
-    if (atomic_load(&C.expect) > 0)
-        return crowded ? 5e-6 : 0;
-    if (crowded)
-        return fmin(fmax(0.25 * idle, PM__CROWDED_NAP_MIN), PM__CROWDED_NAP_MAX);
+    if (crowded || atomic_load(&C.expect) > 0)
+        return 0;
     if (idle < spin)
         return 0;
     if (atomic_load(&C.active) > 0)

@@ -106,6 +106,11 @@ pm__memory_t *pm__data_mirror(uint64_t handle, size_t bytes, uint64_t version,
 void pm__data_put_away(pm__wbuf_t *b, pm__memory_t *m);
 int pm__data_get_away(pm__rbuf_t *m, uint64_t bytes, struct pm__holders *away);
 void pm__data_free_mirrors(void);
+/* Host 0 appends to a task message for host h the inputs of h's share when
+ * they are small; host h reads them into its mirrors (after the task's
+ * memories are set up), so its chunks need not ask for them. */
+void pm__data_put_push(pm__wbuf_t *b, const pm__task_t *t, int h);
+int pm__data_take_push(pm__rbuf_t *m, pm__task_t *t);
 /* Starts fetching a chunk's missing inputs (NULL: nothing to fetch). */
 int pm__data_prefetch(pm__task_t *t, uint64_t chunk, pm__fetch_t **f);
 /* Waits for a started fetch (or none), then fetches what is still missing. */

@@ -162,6 +162,12 @@ int pm__data_set_lazy(pm__memory_t *m, bool lazy)
 
 void pm__data_place_free(pm__memory_t *m)
 {
+    if (m->pushed != NULL) {
+        for (int h = 0; h < pm__rt.nhosts; h++)
+            pm__acc_free(&m->pushed[h]);
+        free(m->pushed);
+        m->pushed = NULL;
+    }
     struct pm__place *p = m->place;
     if (p == NULL)
         return;
@@ -774,11 +780,19 @@ static int fetch_begin(pm__task_t *t, uint64_t chunk, pm__fetch_t **out, bool *w
     return rc;
 }
 
-/* Waits for every request of a fetch and frees them; the first failure. */
+static bool fetch_done(const void *arg)
+{
+    return __atomic_load_n(&((const pm__fetch_t *)arg)->done, __ATOMIC_ACQUIRE);
+}
+
+/* Waits for every request of a fetch and frees them; the first failure.
+ * Polls a short spell first (PMLIB_SPIN_US): a reply is often microseconds
+ * away, and waking from the condition variable takes longer. */
 static int fetch_wait(pm__fetch_t *f)
 {
     int status = 0;
     while (f != NULL) {
+        pm__spin_until(fetch_done, f);
         pthread_mutex_lock(&f->lock);
         while (!f->done)
             pthread_cond_wait(&f->cv, &f->lock);
@@ -937,6 +951,160 @@ static int req_segs(pm__rbuf_t *m, pm__seg_t **out, int *nseg)
     return rc;
 }
 
+/* ---- inputs pushed with a task ------------------------------------------ */
+
+/* Host 0 sends a host the bytes its share of a task reads with the task
+ * itself when they come to at most this much: a request and its reply
+ * cost two messages on the chunk's critical path (tens of microseconds
+ * where threads outnumber cores), sending a few KiB a host already holds
+ * costs a microsecond or two. Larger inputs are asked for, and kept while
+ * unchanged. */
+#define PM__PUSH_MAX (16u << 10)
+
+/* The contiguous read ranges of chunks [lo, hi) of t, per memory, that
+ * host 0 holds (memories with ranges on other hosts are left out); false
+ * when they come to more than PM__PUSH_MAX bytes. */
+static bool push_ranges(const pm__task_t *t, uint64_t lo, uint64_t hi, pm__acc_t *want)
+{
+    bool away[PM_MAX_TASK_MEMORIES];
+    for (int m = 0; m < t->desc.nmem; m++)
+        away[m] = !(t->desc.mem[m].access & PM_READ) || pm__data_is_away(t->mems[m]);
+    for (uint64_t c = lo; c < hi; c++) {
+        const pm__chunk_subs_t *cs = &t->chunk_subs[c];
+        for (uint32_t i = 0; i < cs->n; i++) {
+            const pm__sub_t *r = &cs->recs[i];
+            if (!(r->access & PM_READ) || away[r->mem] || r->count != 1)
+                continue;
+            if (r->block > PM__PUSH_MAX || pm__acc_cover(&want[r->mem], r->offset, r->offset + r->block) != 0)
+                return false;
+        }
+    }
+    uint64_t bytes = 0;
+    for (int m = 0; m < t->desc.nmem; m++)
+        for (uint32_t i = 0; i < want[m].ncov; i++)
+            bytes += want[m].cov[i].hi - want[m].cov[i].lo;
+    return bytes <= PM__PUSH_MAX;
+}
+
+/* Host 0's record of what host h was pushed of m at m's version (runtime
+ * lock); NULL when out of memory (then nothing is pushed). */
+static pm__acc_t *pushed_to(pm__memory_t *m, int h)
+{
+    if (m->pushed == NULL) {
+        m->pushed = calloc((size_t)pm__rt.nhosts, sizeof *m->pushed);
+        if (m->pushed == NULL)
+            return NULL;
+        m->pushed_version = m->version;
+    }
+    if (m->pushed_version != m->version) {
+        for (int k = 0; k < pm__rt.nhosts; k++)
+            m->pushed[k].ncov = 0;
+        m->pushed_version = m->version;
+    }
+    return &m->pushed[h];
+}
+
+/* Appends [lo, hi) of memory m less what host h was pushed already. */
+static void put_unsent(pm__wbuf_t *b, const pm__task_t *t, int m, const pm__acc_t *sent, uint64_t lo,
+                       uint64_t hi, uint32_t *n)
+{
+    uint64_t pos = lo;
+    for (uint32_t i = 0; i <= sent->ncov && pos < hi; i++) {
+        uint64_t end = hi, next = hi;
+        if (i < sent->ncov) {
+            if (sent->cov[i].hi <= pos)
+                continue;
+            end = sent->cov[i].lo < hi ? sent->cov[i].lo : hi;
+            next = sent->cov[i].hi;
+        }
+        if (end > pos) {
+            pm__wbuf_i32(b, m);
+            pm__wbuf_u64(b, pos);
+            pm__wbuf_u64(b, end);
+            pm__wbuf_put(b, (const unsigned char *)t->mems[m]->data + pos, end - pos);
+            (*n)++;
+        }
+        pos = next > pos ? next : pos;
+    }
+}
+
+void pm__data_put_push(pm__wbuf_t *b, const pm__task_t *t, int h)
+{
+    pm__acc_t want[PM_MAX_TASK_MEMORIES] = {{0}};
+    bool push = t->chunk_subs != NULL && t->host_lo != NULL && push_ranges(t, t->host_lo[h], t->host_hi[h], want);
+    size_t count_at = b->n;
+    uint32_t n = 0;
+    pm__wbuf_i32(b, 0); /* the count, written below */
+    for (int m = 0; m < t->desc.nmem && push; m++) {
+        pm__acc_t *sent = want[m].ncov ? pushed_to(t->mems[m], h) : NULL;
+        for (uint32_t i = 0; sent != NULL && i < want[m].ncov; i++)
+            put_unsent(b, t, m, sent, want[m].cov[i].lo, want[m].cov[i].hi, &n);
+        for (uint32_t i = 0; sent != NULL && i < want[m].ncov; i++)
+            if (pm__acc_cover(sent, want[m].cov[i].lo, want[m].cov[i].hi) != 0)
+                sent->ncov = 0; /* forget: later tasks push again */
+    }
+    if (!b->oom && b->p != NULL && b->n >= count_at + sizeof(int32_t)) {
+        int32_t v = (int32_t)n;
+        memcpy(b->p + count_at, &v, sizeof v);
+    }
+    for (int m = 0; m < t->desc.nmem; m++)
+        pm__acc_free(&want[m]);
+}
+
+/* Copies [lo, hi) of a pushed range into the mirror where it is neither
+ * valid (a running subtask may read those bytes) nor on its way (mirror
+ * locked); returns the bytes copied. */
+static uint64_t push_in(pm__mirror_t *mr, uint64_t lo, uint64_t hi, const unsigned char *bytes)
+{
+    uint64_t pos = lo, copied = 0;
+    while (pos < hi) {
+        /* the next gap of `valid` from pos */
+        uint64_t a = pos, z = hi;
+        for (uint32_t i = 0; i < mr->valid.ncov; i++) {
+            const pm__range_t *v = &mr->valid.cov[i];
+            if (v->hi <= a || v->lo >= z)
+                continue;
+            if (v->lo <= a)
+                a = v->hi;
+            else
+                z = v->lo;
+        }
+        if (a >= hi)
+            break;
+        if (z > a && !overlaps_inflight(&mr->inflight, a, z) && pm__acc_cover(&mr->valid, a, z) == 0) {
+            memcpy((unsigned char *)mr->mem.data + a, bytes + (a - lo), z - a);
+            copied += z - a;
+        }
+        pos = z;
+    }
+    return copied;
+}
+
+int pm__data_take_push(pm__rbuf_t *m, pm__task_t *t)
+{
+    int32_t n = pm__rbuf_i32(m);
+    uint64_t bytes = 0;
+    for (int32_t k = 0; k < n && !m->bad; k++) {
+        int32_t mem = pm__rbuf_i32(m);
+        uint64_t lo = pm__rbuf_u64(m), hi = pm__rbuf_u64(m);
+        if (m->bad || mem < 0 || mem >= t->desc.nmem || lo >= hi || hi > t->mems[mem]->bytes)
+            return PM_EINVAL;
+        const unsigned char *at = pm__rbuf_get(m, hi - lo);
+        if (at == NULL)
+            return PM_EINVAL;
+        pm__mirror_t *mr = mirror_of(t->mems[mem]);
+        pthread_mutex_lock(&mr->lock);
+        push_in(mr, lo, hi, at);
+        pthread_mutex_unlock(&mr->lock);
+        bytes += hi - lo;
+    }
+    if (m->bad)
+        return PM_EINVAL;
+    if (bytes > 0)
+        pm__data_count(t, 0, bytes, bytes);
+    return 0;
+}
+
 /* Any host: sends the requested ranges straight from its memories or
  * mirrors. Host 0's memories live while the asking task runs; a mirror
  * lives until its memory is released, which waits for every task using it,
@@ -994,7 +1162,7 @@ static void fetch_complete(pm__fetch_t *f, int status)
     pm__comm_expect(-1);
     pthread_mutex_lock(&f->lock);
     f->status = status;
-    f->done = 1;
+    __atomic_store_n(&f->done, 1, __ATOMIC_RELEASE); /* fetch_done polls it */
     pthread_cond_signal(&f->cv);
     pthread_mutex_unlock(&f->lock);
 }

@@ -49,6 +49,7 @@ static void send_task(const pm__task_t *t, int h)
     pm__wbuf_i32(&b, t->desc.devices);
     pm__wbuf_u64(&b, t->host_lo[h]);
     pm__wbuf_u64(&b, t->host_hi[h]);
+    pm__data_put_push(&b, t, h);
     pm__comm_send(h, PM__TAG_TASK, &b);
 }
 
@@ -216,6 +217,9 @@ static void start_remote_task(pm__rbuf_t *m)
         t->lo = lo;
         t->hi = hi;
         memcpy(t->mems, mems, sizeof mems[0] * (size_t)d.nmem);
+        rc = pm__data_take_push(m, t);
+    }
+    if (rc == 0) {
         t->policy = pm__sched_policy(t->desc.sched);
         rc = t->policy ? t->policy->init(t, pm__rt.nstubs) : PM_EINVAL;
         if (rc != 0)
@@ -742,13 +746,16 @@ void pm__proto_on_chunk_done(int src, pm__rbuf_t *m)
         return;
     pthread_mutex_lock(&pm__rt.lock);
     pm__task_t *t = pm__task_find_locked(seq);
-    if (t != NULL && t->host_fed != NULL && src < pm__rt.nhosts && t->host_fed[src] == 1) {
+    if (t != NULL && t->host_fed != NULL && src < pm__rt.nhosts &&
+        (t->host_fed[src] == 1 || t->host_fed[src] == 4)) {
         /* A host's first report of a task it had a share of from the start:
          * what involving it cost beyond running the chunk and moving its
-         * bytes (messages, wake-ups). */
+         * bytes (messages, wake-ups). A host measured again after being
+         * left out was idle and slow to wake: that may only lower it. */
+        bool probe = t->host_fed[src] == 4;
         t->host_fed[src] = 2;
         double moved = (t->xfer_common + t->xfer_in + t->xfer_out) / pm__hosts_bw(src);
-        pm__hosts_note_overhead(src, pm__now() - t->t_start - (double)run_ns * 1e-9 - moved);
+        pm__hosts_note_overhead(src, pm__now() - t->t_start - (double)run_ns * 1e-9 - moved, probe);
     }
     pthread_mutex_unlock(&pm__rt.lock);
     if (t == NULL || chunk >= t->nchunks)

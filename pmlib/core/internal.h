@@ -120,6 +120,10 @@ typedef struct pm__memory {
      * hold (NULL until the memory is made lazy). */
     bool lazy;
     struct pm__place *place;
+    /* Host 0, several hosts: per host, the ranges sent to it with tasks at
+     * the version `pushed_version` (runtime lock; NULL until the first). */
+    struct pm__acc *pushed;
+    uint64_t pushed_version;
 } pm__memory_t;
 
 /* Looks up a memory under the runtime lock; NULL if the handle is stale. */
@@ -284,7 +288,8 @@ typedef struct pm__task {
     bool remote;             /* run here on behalf of host 0 */
     uint64_t *host_lo, *host_hi; /* host 0: each host's initial share */
     unsigned char *host_fed;     /* host 0, per host (rt lock): 0 no chunk of it, 1 a first
-                                  * share, 2 reported one, 3 chunks by stealing */
+                                  * share, 2 reported one, 3 chunks by stealing, 4 a chunk
+                                  * to measure it again (pm__hosts_probe_due) */
     bool hosts_by_cost;          /* host 0: shares by cost; hosts without one never see it */
     bool comm_on;                /* host 0: it keeps the comm thread polling (pm__comm_active) */
     double xfer_common, xfer_in, xfer_out; /* host 0: bytes per chunk (sched/hosts.h) */
@@ -516,6 +521,12 @@ struct pm__host_info;
 int pm__comm_start(const struct pm__host_info *me);
 void pm__comm_shutdown(void);
 void pm__comm_finalize(void);
+/* A stub about to run a chunk on a machine with more busy threads than
+ * cores: yields its core until the comm thread has taken up the messages
+ * queued so far (at most 50 us), so that a task sent to another host
+ * starts there now rather than once the chunk has run (the comm thread
+ * may share this core and would get it only then). */
+void pm__comm_hand_over(void);
 /* Hooks of the task protocol (comm/proto.c). */
 void pm__proto_task_started(pm__task_t *t);     /* host 0: send it to every host */
 void pm__proto_want_work_locked(pm__task_t *t); /* no chunk here: ask other hosts */

@@ -331,9 +331,18 @@ static void split_hosts_by_cost(pm__task_t *t)
     t->hosts_by_cost = true;
     uint64_t lo = 0;
     for (int h = 0; h < n; h++) {
+        t->host_fed[h] = count[h] > 0;
+        /* A host left out for long gets a chunk now and then, so that an
+         * overhead measured in a bad moment does not keep it out for good. */
+        if (h > 0 && rate[h] > 0 && pm__hosts_probe_due(h, count[h] > 0) && count[0] > 0) {
+            count[0]--;
+            count[h] = 1;
+            t->host_fed[h] = 4;
+        }
+    }
+    for (int h = 0; h < n; h++) {
         t->host_lo[h] = lo;
         t->host_hi[h] = lo += count[h];
-        t->host_fed[h] = count[h] > 0;
     }
     pm__debug("task %llu: %llu of %llu chunks stay on host 0 (%.3g bytes per chunk, %.3g read by all; "
               "host 1 %.3g s away)", (unsigned long long)t->seq, (unsigned long long)count[0],

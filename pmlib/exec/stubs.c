@@ -269,6 +269,8 @@ static void run_loop(pm__stub_t *s, pm__task_t *t, uint64_t k)
     uint64_t guess = 0; /* ns per chunk expected */
     uint64_t nk = batches ? take_batch(s, t, k, &guess) : 1; /* chunks from k on, run as one batch */
     for (;;) {
+        if (pm__rt.nhosts > 1)
+            pm__comm_hand_over();
         if (t->running != NULL) { /* other hosts may ask for a copy of it */
             atomic_store(&t->running_since[s->index], (uint64_t)(pm__now() * 1e9));
             atomic_store(&t->running[s->index], k);

@@ -6,42 +6,77 @@
 
 #include "reduce/acc.h"
 
-static double *overhead; /* per host; runtime lock */
-static int noverhead;
+/* Per host (runtime lock): the overhead, the tasks in a row the costs left
+ * it out of, and after how many it gets a chunk anyway. */
+static struct host_cost {
+    double overhead;
+    uint32_t left_out, probe_after;
+} *hc;
+static int nhc;
+
+/* The first re-measure of a host left out, and the longest wait. */
+#define PM__HOST_PROBE_FIRST 16
+#define PM__HOST_PROBE_MAX 4096
 
 void pm__hosts_overhead_init(int nhosts)
 {
-    free(overhead);
-    overhead = calloc((size_t)nhosts, sizeof *overhead);
-    noverhead = overhead != NULL ? nhosts : 0;
+    free(hc);
+    hc = calloc((size_t)nhosts, sizeof *hc);
+    nhc = hc != NULL ? nhosts : 0;
+    for (int h = 0; h < nhc; h++)
+        hc[h].probe_after = PM__HOST_PROBE_FIRST;
 }
 
 void pm__hosts_overhead_free(void)
 {
-    free(overhead);
-    overhead = NULL;
-    noverhead = 0;
+    free(hc);
+    hc = NULL;
+    nhc = 0;
+}
+
+bool pm__hosts_probe_due(int h, bool fed)
+{
+    if (h <= 0 || h >= nhc)
+        return false;
+    if (fed) {
+        hc[h].left_out = 0;
+        hc[h].probe_after = PM__HOST_PROBE_FIRST;
+        return false;
+    }
+    if (++hc[h].left_out < hc[h].probe_after)
+        return false;
+    hc[h].left_out = 0;
+    if (hc[h].probe_after < PM__HOST_PROBE_MAX)
+        hc[h].probe_after *= 2;
+    return true;
 }
 
 void pm__hosts_seed_overhead(int h, double seconds)
 {
-    if (h >= 0 && h < noverhead && isfinite(seconds) && seconds >= 0)
-        overhead[h] = seconds;
+    if (h >= 0 && h < nhc && isfinite(seconds) && seconds >= 0)
+        hc[h].overhead = seconds;
 }
 
-void pm__hosts_note_overhead(int h, double seconds)
+void pm__hosts_note_overhead(int h, double seconds, bool only_lower)
 {
-    if (h < 0 || h >= noverhead || !isfinite(seconds))
+    if (h < 0 || h >= nhc || !isfinite(seconds))
         return;
     if (seconds < 0)
         seconds = 0;
-    /* About the last 8 samples (the first ones move from the seed). */
-    overhead[h] += (seconds - overhead[h]) / 8;
+    /* Down at once, up by an eighth and at most twice: a host's first task
+     * (threads to wake, mirrors to make) or a busy moment costs far more
+     * than the steady state, and a host left out is measured again only
+     * rarely. */
+    double *o = &hc[h].overhead;
+    if (seconds < *o)
+        *o = seconds;
+    else if (!only_lower)
+        *o = fmin(*o + (seconds - *o) / 8, fmax(2 * *o, 1e-6));
 }
 
 double pm__hosts_overhead(int h)
 {
-    return h >= 0 && h < noverhead ? overhead[h] : 0;
+    return h >= 0 && h < nhc ? hc[h].overhead : 0;
 }
 
 double pm__hosts_bw(int h)

@@ -28,12 +28,20 @@ uint64_t pm__grant_by_cost(double mine, double theirs, double lat, uint64_t left
 
 /* What involving host h in a task costs beyond running chunks and moving
  * bytes (messages, wake-ups), in seconds: seeded from a round trip at
- * start-up, then a running average of what host 0 observes (runtime lock). */
+ * start-up, then what host 0 observes: a lower sample at once, a higher
+ * one by an eighth, at most doubling, and not at all when only_lower
+ * (runtime lock). */
 void pm__hosts_overhead_init(int nhosts);
 void pm__hosts_overhead_free(void);
 void pm__hosts_seed_overhead(int h, double seconds);
-void pm__hosts_note_overhead(int h, double seconds);
+void pm__hosts_note_overhead(int h, double seconds, bool only_lower);
 double pm__hosts_overhead(int h);
+
+/* Host 0, after the costs gave host h chunks of a task (fed) or none:
+ * whether h should get one anyway so that its overhead is measured again.
+ * True after 16 tasks in a row without chunks, then after 32, and so on
+ * up to 4096 (runtime lock). */
+bool pm__hosts_probe_due(int h, bool fed);
 
 /* Bytes per second to host h: as the transport measured, else the guess. */
 double pm__hosts_bw(int h);

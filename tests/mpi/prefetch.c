@@ -13,6 +13,9 @@
  *   shares the traffic is exact too: after a touch the other host fetches
  *   the union of its windows once; with the input unchanged only outputs
  *   move.
+ * - The same with 16 subtasks: the other host's inputs (about 1 KiB) are
+ *   small enough to travel with the task instead of being asked for, and
+ *   must still move once per version: the bytes are the same.
  * - Read after write through hosts: chains of tasks submitted without
  *   waiting, each reading what the one before wrote, in one-subtask chunks
  *   whose halos cross the boundary between the hosts' shares: ping-pong
@@ -33,6 +36,7 @@
 
 #define ITERATIONS 50
 #define SUBTASKS 2048u
+#define SMALL_SUBTASKS 16u /* inputs small enough to go with the task itself */
 #define PER 16u     /* words per subtask in the iterative test */
 #define RADIUS 2u   /* stencil reach in words, so the halo */
 #define CHAIN_TASKS 16
@@ -257,9 +261,9 @@ static int check_traffic(int it, const st_conf_t *c, const uint64_t *hosts, int 
     return 0;
 }
 
-static int run_iterations(void)
+static int run_iterations(uint64_t subtasks)
 {
-    const uint64_t n = SUBTASKS * PER;
+    const uint64_t n = subtasks * PER;
     pm_memory_t in_m = PM_MEMORY_NULL, out_m = PM_MEMORY_NULL, hosts_m = PM_MEMORY_NULL;
     uint64_t *in, *out, *hosts, *ref = calloc(n, 8);
     unsigned char *seen = malloc(n);
@@ -267,7 +271,7 @@ static int run_iterations(void)
     int rc = 1, prev_static = 0, exact = 0;
 
     if (ref == NULL || seen == NULL || create(n * 8, &in_m, &in) || create(n * 8, &out_m, &out) ||
-        create(SUBTASKS * 8, &hosts_m, &hosts)) {
+        create(subtasks * 8, &hosts_m, &hosts)) {
         rc = fail("iterations: out of memory");
         goto out;
     }
@@ -297,8 +301,9 @@ static int run_iterations(void)
         exact += known && pm_host_count() > 1;
         prev_static = !pull;
     }
-    printf("ok: %d iterations equal the serial stencil; %llu subtasks ran on other hosts; "
-           "bytes moved exact in %d of them\n", ITERATIONS, (unsigned long long)remote_total, exact);
+    printf("ok: %d iterations of %llu subtasks equal the serial stencil; %llu subtasks ran on "
+           "other hosts; bytes moved exact in %d of them\n", ITERATIONS,
+           (unsigned long long)subtasks, (unsigned long long)remote_total, exact);
     rc = pm_host_count() > 1 && remote_total == 0 ? fail("no subtask ran on another host") : 0;
 out:
     free(ref);
@@ -455,7 +460,9 @@ int main(int argc, char **argv)
     }
     if (pm_host_id() != 0)
         return pm_finalize() != 0 ? 1 : 0;
-    int rc = run_iterations();
+    int rc = run_iterations(SUBTASKS);
+    if (rc == 0)
+        rc = run_iterations(SMALL_SUBTASKS);
     if (rc == 0)
         rc = run_chains();
     if (rc == 0)
