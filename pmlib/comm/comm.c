@@ -478,25 +478,39 @@ static void heartbeat(void)
 #define PM__IDLE_LONG 1.0
 #define PM__IDLE_NAP 5e-3
 
+/* A crowded host's naps while a task spans hosts: a quarter of the time
+ * the thread has been idle, from 10 us to 1 ms. A message then waits at
+ * most a quarter longer than the thread had been idle, and a chunk of
+ * milliseconds sees about one wake-up per millisecond: each wake-up
+ * preempts a stub, and on a 2-core machine with 2 ranks naps of 10 to
+ * 50 us made PageRank's chunks 1.5 times slower. */
+#define PM__CROWDED_NAP_MIN 10e-6
+#define PM__CROWDED_NAP_MAX 1e-3
+
 /* How long to nap after a round that did nothing (0: only yield the core).
- * Bytes on the wire are progressed without a pause, and a reply awaited
- * keeps the thread polling. While a task spans hosts on a machine with
- * fewer cores than pmlib's busy threads, it polls too, yielding its core
- * between rounds: a yielding thread takes next to nothing from a stub on
- * the same core, where every wake-up from a nap preempts it (naps of 10 to
- * 50 us made PageRank's chunks 1.5 times slower on 2 cores with 2 ranks),
- * and a message waits for a round, not for a nap (naps of up to 1 ms made
- * a Task Bench timestep spanning 2 hosts take 550 us for 40 us of work).
- * Otherwise, after the spell, naps grow to 1 ms, and after a second to
- * 5 ms. */
+ * Bytes on the wire are progressed without a pause. A reply awaited or a
+ * task spanning hosts keeps the thread polling. On a machine with fewer
+ * cores than pmlib's busy threads, while a task spans hosts: where a rank
+ * has one core (2 ranks on 2 cores) the thread polls, yielding that core
+ * between rounds, since it can only run on the stubs' core anyway and a
+ * yielding thread takes next to nothing from a stub there, where a nap's
+ * wake-up preempts it; naps made a Task Bench timestep spanning 2 hosts
+ * take 550 us for 40 us of work. With more cores per rank it naps, so as
+ * not to take a core from a stub (polling cost 2 ranks of 8 stubs on 16
+ * cores 15 to 40%). Otherwise, after the spell, naps grow to 1 ms, and
+ * after a second to 5 ms. */
 static double nap_length(double idle)
 {
     const double spin = (double)pm__rt.spin_ns * 1e-9; /* PMLIB_SPIN_US */
     if (C.nfl > 0 || pm__bulk_busy())
         return 0;
     bool crowded = pm__rt.crowded && atomic_load(&C.active) > 0;
-    if (crowded || atomic_load(&C.expect) > 0)
+    if (crowded && atomic_load_explicit(&pm__rt.spin_room, memory_order_relaxed) <= 0)
         return 0;
+    if (atomic_load(&C.expect) > 0)
+        return crowded ? 5e-6 : 0;
+    if (crowded)
+        return fmin(fmax(0.25 * idle, PM__CROWDED_NAP_MIN), PM__CROWDED_NAP_MAX);
     if (idle < spin)
         return 0;
     if (atomic_load(&C.active) > 0)

@@ -10,7 +10,7 @@
  * it out of, and after how many it gets a chunk anyway. */
 static struct host_cost {
     double overhead;
-    uint32_t left_out, probe_after;
+    uint32_t left_out, probe_after, samples;
 } *hc;
 static int nhc;
 
@@ -63,14 +63,15 @@ void pm__hosts_note_overhead(int h, double seconds, bool only_lower)
         return;
     if (seconds < 0)
         seconds = 0;
-    /* Down at once, up by an eighth and at most twice: a host's first task
-     * (threads to wake, mirrors to make) or a busy moment costs far more
-     * than the steady state, and a host left out is measured again only
+    /* About the last 8 samples, a higher one at most doubling it; not the
+     * first (a host's first task makes its mirrors and wakes its threads:
+     * 4 ms where later ones cost 30 us on 2 cores) nor a spike, which
+     * would keep the host out, and a host left out is measured again only
      * rarely. */
+    if (hc[h].samples++ == 0)
+        return;
     double *o = &hc[h].overhead;
-    if (seconds < *o)
-        *o = seconds;
-    else if (!only_lower)
+    if (seconds < *o || !only_lower)
         *o = fmin(*o + (seconds - *o) / 8, fmax(2 * *o, 1e-6));
 }
 

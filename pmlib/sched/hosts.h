@@ -28,8 +28,8 @@ uint64_t pm__grant_by_cost(double mine, double theirs, double lat, uint64_t left
 
 /* What involving host h in a task costs beyond running chunks and moving
  * bytes (messages, wake-ups), in seconds: seeded from a round trip at
- * start-up, then what host 0 observes: a lower sample at once, a higher
- * one by an eighth, at most doubling, and not at all when only_lower
+ * start-up, then a running average of what host 0 observes but the first
+ * sample, a higher one at most doubling it, and none when only_lower
  * (runtime lock). */
 void pm__hosts_overhead_init(int nhosts);
 void pm__hosts_overhead_free(void);
