@@ -1008,23 +1008,12 @@ static pm__acc_t *pushed_to(pm__memory_t *m, int h)
 static void put_unsent(pm__wbuf_t *b, const pm__task_t *t, int m, const pm__acc_t *sent, uint64_t lo,
                        uint64_t hi, uint32_t *n)
 {
-    uint64_t pos = lo;
-    for (uint32_t i = 0; i <= sent->ncov && pos < hi; i++) {
-        uint64_t end = hi, next = hi;
-        if (i < sent->ncov) {
-            if (sent->cov[i].hi <= pos)
-                continue;
-            end = sent->cov[i].lo < hi ? sent->cov[i].lo : hi;
-            next = sent->cov[i].hi;
-        }
-        if (end > pos) {
-            pm__wbuf_i32(b, m);
-            pm__wbuf_u64(b, pos);
-            pm__wbuf_u64(b, end);
-            pm__wbuf_put(b, (const unsigned char *)t->mems[m]->data + pos, end - pos);
-            (*n)++;
-        }
-        pos = next > pos ? next : pos;
+    for (uint64_t a, z; pm__acc_gap(sent, lo, hi, &a, &z); lo = z) {
+        pm__wbuf_i32(b, m);
+        pm__wbuf_u64(b, a);
+        pm__wbuf_u64(b, z);
+        pm__wbuf_put(b, (const unsigned char *)t->mems[m]->data + a, z - a);
+        (*n)++;
     }
 }
 
@@ -1053,31 +1042,12 @@ void pm__data_put_push(pm__wbuf_t *b, const pm__task_t *t, int h)
 
 /* Copies [lo, hi) of a pushed range into the mirror where it is neither
  * valid (a running subtask may read those bytes) nor on its way (mirror
- * locked); returns the bytes copied. */
-static uint64_t push_in(pm__mirror_t *mr, uint64_t lo, uint64_t hi, const unsigned char *bytes)
+ * locked). */
+static void push_in(pm__mirror_t *mr, uint64_t lo, uint64_t hi, const unsigned char *bytes)
 {
-    uint64_t pos = lo, copied = 0;
-    while (pos < hi) {
-        /* the next gap of `valid` from pos */
-        uint64_t a = pos, z = hi;
-        for (uint32_t i = 0; i < mr->valid.ncov; i++) {
-            const pm__range_t *v = &mr->valid.cov[i];
-            if (v->hi <= a || v->lo >= z)
-                continue;
-            if (v->lo <= a)
-                a = v->hi;
-            else
-                z = v->lo;
-        }
-        if (a >= hi)
-            break;
-        if (z > a && !overlaps_inflight(&mr->inflight, a, z) && pm__acc_cover(&mr->valid, a, z) == 0) {
+    for (uint64_t pos = lo, a, z; pm__acc_gap(&mr->valid, pos, hi, &a, &z); pos = z)
+        if (!overlaps_inflight(&mr->inflight, a, z) && pm__acc_cover(&mr->valid, a, z) == 0)
             memcpy((unsigned char *)mr->mem.data + a, bytes + (a - lo), z - a);
-            copied += z - a;
-        }
-        pos = z;
-    }
-    return copied;
 }
 
 int pm__data_take_push(pm__rbuf_t *m, pm__task_t *t)

@@ -122,6 +122,18 @@ bool pm__acc_touches(const pm__acc_t *a, uint64_t lo, uint64_t hi)
     return lo < hi && i < a->ncov && a->cov[i].lo < hi;
 }
 
+bool pm__acc_gap(const pm__acc_t *a, uint64_t lo, uint64_t hi, uint64_t *glo, uint64_t *ghi)
+{
+    uint32_t i = first_after(a, lo);
+    if (i < a->ncov && a->cov[i].lo <= lo) /* ranges never touch: one holds lo at most */
+        lo = a->cov[i++].hi;
+    if (lo >= hi)
+        return false;
+    *glo = lo;
+    *ghi = i < a->ncov && a->cov[i].lo < hi ? a->cov[i].lo : hi;
+    return true;
+}
+
 int pm__acc_apply_rows(pm__acc_t *a, uint64_t off, uint64_t block, uint64_t stride,
                        uint64_t count, bool add)
 {

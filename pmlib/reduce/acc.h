@@ -44,6 +44,9 @@ int pm__acc_cover(pm__acc_t *a, uint64_t lo, uint64_t hi);
  * range; whether any byte of it does. */
 bool pm__acc_covers(const pm__acc_t *a, uint64_t lo, uint64_t hi);
 bool pm__acc_touches(const pm__acc_t *a, uint64_t lo, uint64_t hi);
+/* The first part [*glo, *ghi) of [lo, hi) outside every range; false when
+ * the ranges cover all of it. */
+bool pm__acc_gap(const pm__acc_t *a, uint64_t lo, uint64_t hi, uint64_t *glo, uint64_t *ghi);
 /* Whether each of the `count` blocks of `block` bytes `stride` apart from
  * `off` lies inside one range. */
 bool pm__acc_covers_rows(const pm__acc_t *a, uint64_t off, uint64_t block, uint64_t stride,

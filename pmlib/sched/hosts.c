@@ -63,9 +63,9 @@ void pm__hosts_note_overhead(int h, double seconds, bool only_lower)
         return;
     if (seconds < 0)
         seconds = 0;
-    /* About the last 8 samples, a higher one at most doubling it; not the
-     * first (a host's first task makes its mirrors and wakes its threads:
-     * 4 ms where later ones cost 30 us on 2 cores) nor a spike, which
+    /* About the last 8 samples, but not the first (a host's first task
+     * makes its mirrors and wakes its threads: 4 ms where later ones cost
+     * 30 us on 2 cores), and a higher one at most doubles it: a spike
      * would keep the host out, and a host left out is measured again only
      * rarely. */
     if (hc[h].samples++ == 0)

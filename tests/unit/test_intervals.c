@@ -1,10 +1,11 @@
 /*
  * Proves the interval sets of reduce/acc.c (pm__acc_cover, pm__acc_apply_rows,
- * pm__acc_covers, pm__acc_covers_rows, pm__acc_touches), which the GPU stub
+ * pm__acc_covers, pm__acc_covers_rows, pm__acc_touches, pm__acc_gap), which the GPU stub
  * and the other hosts' mirrors use to know which bytes are valid, against a
  * byte map: random strided additions and removals, after each of which the
  * set must be sorted, disjoint, non-adjacent and hold exactly the bytes the
- * map holds.
+ * map holds, and the gaps of any range must be exactly its bytes the map
+ * lacks, each as long as it can be.
  */
 #include "testutil.h"
 
@@ -28,6 +29,25 @@ static void check_same(const pm__acc_t *a, const unsigned char *map)
             seen[b] = 1;
     }
     ck_assert_int_eq(memcmp(seen, map, SPAN), 0);
+}
+
+/* The gaps of a random range are the bytes the map lacks there, maximal. */
+static void check_gaps(const pm__acc_t *a, const unsigned char *map, unsigned *seed)
+{
+    uint64_t lo = (uint64_t)rand_r(seed) % SPAN;
+    uint64_t hi = lo + (uint64_t)rand_r(seed) % (SPAN - lo + 1);
+    unsigned char gap[SPAN], want[SPAN];
+    memset(gap, 0, SPAN);
+    for (uint64_t b = 0; b < SPAN; b++)
+        want[b] = b >= lo && b < hi && !map[b];
+    for (uint64_t pos = lo, g0, g1; pm__acc_gap(a, pos, hi, &g0, &g1); pos = g1) {
+        ck_assert_uint_ge(g0, pos);
+        ck_assert_uint_lt(g0, g1);
+        ck_assert_uint_le(g1, hi);
+        ck_assert(g1 == hi || map[g1]); /* ends where the set begins */
+        memset(gap + g0, 1, g1 - g0);
+    }
+    ck_assert_int_eq(memcmp(gap, want, SPAN), 0);
 }
 
 static void map_rows(unsigned char *map, uint64_t off, uint64_t block, uint64_t stride,
@@ -58,6 +78,7 @@ START_TEST(test_rows_match_byte_map)
             check_same(&a, map);
             /* The rows just added are covered; those just removed are not. */
             ck_assert(pm__acc_covers_rows(&a, off, block, stride, count) == add);
+            check_gaps(&a, map, &seed);
         }
     }
     pm__acc_free(&a);
