@@ -283,6 +283,11 @@ typedef struct pm__task {
     atomic_uint_fast64_t outstanding;
     atomic_uint_fast64_t subtasks_done; /* for the progress line */
     pm__stub_counts_t *counts;
+    /* References to the block: the program's (dropped by pm_task_release)
+     * and a straggler copy's or a losing straggler's (exec/guard.c), which
+     * may still run after the task ended. The last one frees it. */
+    atomic_int holds;
+    atomic_uint_fast64_t copies_local; /* subtasks run again as copies on this host */
 
     /* several hosts */
     bool remote;             /* run here on behalf of host 0 */
@@ -354,6 +359,10 @@ void pm__task_prepared(pm__task_t *t);
 /* Counts n chunks (or drained hosts) done; the last one finishes the task.
  * The caller must not touch the task afterwards. */
 void pm__task_done(pm__task_t *t, uint64_t n);
+/* A reference to a task's block beyond the program's (holds): a straggler
+ * copy may run on after the task ended; the last reference frees it. */
+void pm__task_hold(pm__task_t *t);
+void pm__task_unhold(pm__task_t *t);
 /* Builds a task from a checked descriptor (no handle, not queued). */
 int pm__task_create(const pm_task_desc_t *d, const pm__callbacks_t *cbs, pm__task_t **out);
 /* Remote tasks: look up by sequence number, free. */
@@ -466,6 +475,15 @@ struct pm__stub {
     int spin_slot;
     atomic_int poke;
     struct pm__task *handed; /* with the poke: a task to take a chunk of, pinned (or NULL) */
+    /* A chunk this CPU stub runs on private copies of its bytes, which an
+     * idle stub may run a copy of (exec/guard.c); under guard_lock, but
+     * guard_task is read unlocked by stubs looking for a straggler. */
+    _Alignas(64) pm__lock_t guard_lock;
+    _Atomic(struct pm__task *) guard_task; /* NULL: none */
+    uint64_t guard_chunk;
+    atomic_uint_fast64_t guard_since_ns;
+    bool guard_copied;   /* a copy of it runs (one at most) */
+    bool guard_snapping; /* that copy still reads the memories */
 };
 
 extern const pm__device_ops_t pm__cpu_ops;

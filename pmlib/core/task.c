@@ -531,6 +531,7 @@ int pm__task_create(const pm_task_desc_t *d, const pm__callbacks_t *cbs, pm__tas
     t->counts = (pm__stub_counts_t *)((char *)t + head);
     t->sched_space = (char *)t + head + counts_bytes();
     t->failed_host = -1;
+    atomic_init(&t->holds, 1);
     t->cbs = *cbs;
     t->failed_subtask = UINT64_MAX;
     t->t_submit = pm__now();
@@ -1239,7 +1240,7 @@ static void fill_stats(const pm__task_t *t, pm_task_stats_t *s)
     s->bytes_to_gpu += atomic_load(&t->remote_counts[PM__RC_TO_GPU]);
     s->bytes_from_gpu += atomic_load(&t->remote_counts[PM__RC_FROM_GPU]);
     s->gpu_cache_hits += atomic_load(&t->remote_counts[PM__RC_HITS]);
-    s->multi_assigned = atomic_load(&t->remote_counts[PM__RC_COPIES]);
+    s->multi_assigned = atomic_load(&t->remote_counts[PM__RC_COPIES]) + atomic_load(&t->copies_local);
     s->subtasks_gpu += atomic_load(&t->subtasks_remote_gpu);
     /* Each host counts the bytes it received from another. */
     s->bytes_moved = atomic_load(&t->bytes_moved) + atomic_load(&t->remote_counts[PM__RC_BYTES_MOVED]);
@@ -1498,8 +1499,19 @@ int pm_task_release(pm_task_t task)
         pm__handle_remove(&pm__rt.tasks, t->handle);
     pthread_mutex_unlock(&pm__rt.lock);
     if (rc == 0)
-        task_free(t);
+        pm__task_unhold(t);
     return rc;
+}
+
+void pm__task_hold(pm__task_t *t)
+{
+    atomic_fetch_add_explicit(&t->holds, 1, memory_order_relaxed);
+}
+
+void pm__task_unhold(pm__task_t *t)
+{
+    if (atomic_fetch_sub_explicit(&t->holds, 1, memory_order_acq_rel) == 1)
+        task_free(t);
 }
 
 void pm__task_destroy(pm__task_t *t)

@@ -38,10 +38,38 @@ int pm__check_leave(pm__check_t *c, pm__task_t *t, pm__subs_view_t v,
  */
 #define PM__CALL_FAILED INT32_MIN
 
+/* A chunk run on private copies of the bytes it touches (exec/guard.c), so
+ * that of it and a copy of it, the one that finishes first wins and the
+ * other changes nothing: its outputs, reduce partials, failures and
+ * redistributed pieces are kept here until it wins. */
+typedef struct pm__guard {
+    unsigned char *buf[PM_MAX_TASK_MEMORIES]; /* bytes [lo[m], hi[m]) of memory m */
+    size_t cap[PM_MAX_TASK_MEMORIES];
+    uint64_t lo[PM_MAX_TASK_MEMORIES], hi[PM_MAX_TASK_MEMORIES];
+    bool on[PM_MAX_TASK_MEMORIES];
+    pm__accset_t *acc; /* the chunk's reduce partials */
+    uint64_t subtasks;
+    int status; /* the lowest failing subtask's */
+    uint64_t failed_id;
+    char what[160];
+} pm__guard_t;
+
+/* A piece pm_redistribute made in a guarded chunk. */
+struct pm__guard_piece {
+    uint64_t key, id;
+    unsigned char *data;
+    size_t bytes;
+};
+
 typedef struct pm__host_run {
     unsigned char *scratch[PM_MAX_TASK_MEMORIES]; /* private reduce outputs */
     size_t cap[PM_MAX_TASK_MEMORIES];
     pm__check_t *check; /* PMLIB_CHECK: made at the first subtask */
+    pm__guard_t guard;
+    bool guarded; /* the chunk being run is (guard holds its bytes) */
+    int suspect;  /* chunks left to guard since this stub was slow (exec/guard.c) */
+    struct pm__guard_piece *pieces; /* pm_redistribute's while guarded */
+    size_t npieces, cap_pieces;
 } pm__host_run_t;
 
 typedef int (*pm__host_call_fn)(pm__stub_t *s, pm__task_t *t, pm_subtask_info_t *info);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "exec/check.h"
+#include "exec/guard.h"
 
 static int cpu_init(pm__stub_t *s)
 {
@@ -27,6 +28,12 @@ void pm__host_run_free(pm__host_run_t *hr)
     }
     pm__check_free(hr->check);
     hr->check = NULL;
+    pm__guard_free(&hr->guard);
+    for (size_t i = 0; i < hr->npieces; i++)
+        free(hr->pieces[i].data);
+    free(hr->pieces);
+    hr->pieces = NULL;
+    hr->npieces = hr->cap_pieces = 0;
 }
 
 static void cpu_fini(pm__stub_t *s)
@@ -104,9 +111,19 @@ static const char *kind_name(const pm__stub_t *s)
     return s->ops->kind == PM_DEVICE_GPU ? "gpu" : "cpu";
 }
 
-static void fail_subtask(const pm__stub_t *s, pm__task_t *t, uint64_t id, int status,
-                         const char *what)
+static void fail_subtask(pm__host_run_t *p, const pm__stub_t *s, pm__task_t *t, uint64_t id,
+                         int status, const char *what)
 {
+    if (p->guarded) { /* the winner's failures only */
+        pm__guard_t *g = &p->guard;
+        if (g->status == 0 || id < g->failed_id) {
+            g->status = status;
+            g->failed_id = id;
+            snprintf(g->what, sizeof g->what, "subtask %llu: %s on host %d, %s stub %d",
+                     (unsigned long long)id, what, pm__rt.host, kind_name(s), s->index);
+        }
+        return;
+    }
     pm__task_fail(t, status, id, "subtask %llu: %s on host %d, %s stub %d",
                   (unsigned long long)id, what, pm__rt.host, kind_name(s), s->index);
 }
@@ -121,11 +138,11 @@ static int run_checked(pm__host_run_t *p, pm__stub_t *s, pm__task_t *t, pm__subs
                        pm_subtask_info_t *info, pm__host_call_fn call)
 {
     if (p->check == NULL && (p->check = pm__check_new()) == NULL) {
-        fail_subtask(s, t, info->id, PM_ENOMEM, "out of memory for the checking mode's views");
+        fail_subtask(p, s, t, info->id, PM_ENOMEM, "out of memory for the checking mode's views");
         return PM__CALL_FAILED;
     }
     if (pm__check_enter(p->check, t, v, info) != 0) {
-        fail_subtask(s, t, info->id, PM_ENOMEM, "out of memory for the checking mode's views");
+        fail_subtask(p, s, t, info->id, PM_ENOMEM, "out of memory for the checking mode's views");
         return PM__CALL_FAILED;
     }
     int rc = call(s, t, info);
@@ -144,7 +161,8 @@ void pm__host_run_chunk(pm__host_run_t *p, pm__stub_t *s, pm__task_t *t, uint64_
                               .device = s->ops->kind, .device_index = s->device_index,
                               .internal = t};
     for (int m = 0; m < t->desc.nmem; m++) {
-        info.mem[m] = t->mems[m]->data;
+        info.mem[m] = p->guarded && p->guard.on[m] ? pm__natural(p->guard.buf[m], p->guard.lo[m])
+                                                   : t->mems[m]->data;
         info.mem_bytes[m] = t->mems[m]->bytes;
     }
     pm__accset_t *acc = t->nred ? pm__accset_new() : NULL;
@@ -155,7 +173,7 @@ void pm__host_run_chunk(pm__host_run_t *p, pm__stub_t *s, pm__task_t *t, uint64_
         if (t->nred) {
             int rc = acc ? open_private(p, t, acc, v, &info, out) : PM_ENOMEM;
             if (rc != 0) {
-                fail_subtask(s, t, id, PM_ENOMEM, "out of memory for its private reduce output");
+                fail_subtask(p, s, t, id, PM_ENOMEM, "out of memory for its private reduce output");
                 continue;
             }
         }
@@ -164,17 +182,22 @@ void pm__host_run_chunk(pm__host_run_t *p, pm__stub_t *s, pm__task_t *t, uint64_
             char what[64];
             snprintf(what, sizeof what, "the %s callback returned %d", kind_name(s), rc);
             if (rc != PM__CALL_FAILED)
-                fail_subtask(s, t, id, PM_ECALLBACK, what);
+                fail_subtask(p, s, t, id, PM_ECALLBACK, what);
             continue;
         }
         if (t->nred && (rc = close_private(p, t, acc, v, out)) != 0)
-            fail_subtask(s, t, id, rc, merge_failure(rc));
+            fail_subtask(p, s, t, id, rc, merge_failure(rc));
+    }
+    if (p->guarded) { /* the winner counts and merges them */
+        p->guard.subtasks = last - first;
+        p->guard.acc = acc;
+        return;
     }
     t->counts[s->index].subtasks += last - first;
     if (acc != NULL) {
         int rc = pm__reduce_tree_push(t, 0, chunk, acc);
         if (rc != 0)
-            fail_subtask(s, t, first, rc, merge_failure(rc));
+            fail_subtask(p, s, t, first, rc, merge_failure(rc));
     }
 }
 

@@ -8,12 +8,14 @@
 #define _GNU_SOURCE
 #include "core/internal.h"
 #include "exec/cuda.h"
+#include "exec/guard.h"
 #include "sched/model.h"
 #include "sched/ranges.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* JOB_ASK: a task of several hosts has nothing left here; ask the other
  * hosts for work (under the runtime lock alone: asking may take the task
@@ -297,12 +299,28 @@ static void run_loop(pm__stub_t *s, pm__task_t *t, uint64_t k)
             }
             more = false;
         } else {
-            nk = run_batch(s, t, k, nk, guess, t0);
+            enum pm__guard_end g = PM__GUARD_NONE;
+            if (nk == 1 && pm__guard_wanted(s, t, k, expect_ns(s, t), t->policy->left(t) == 0))
+                g = pm__guard_run(s, t, k);
+            if (g == PM__GUARD_LOST) {
+                /* A copy counted the chunk, and the task may have ended:
+                 * only the block is still ours, through the copy's hold. */
+                atomic_store(&t->counts[s->index].active, 0);
+                pm__task_unhold(t);
+                return;
+            }
+            if (g == PM__GUARD_NONE)
+                nk = run_batch(s, t, k, nk, guess, t0);
             more = false; /* taken below, after the chunk */
         }
         double t1 = pm__now();
         const uint64_t n = span_subtasks(t, k, nk);
         note_time(s, t, n, nk, t1 - t0);
+        if (t->sched != NULL && nk == 1) { /* far slower than the task's fastest: guard a while */
+            uint64_t least = atomic_load_explicit(&t->sched->min_chunk_ns, memory_order_relaxed);
+            if (least != UINT64_MAX && (t1 - t0) * 1e9 > 4.0 * (double)least)
+                pm__guard_note_slow(s);
+        }
         pm__task_wake_more(t, s->ops->kind, (uint64_t)((t1 - t0) * 1e9));
         pm__trace_span(s->index, PM__TRACE_CHUNK, t->seq, k, t0, t1);
         if (t->running != NULL) {
@@ -388,11 +406,11 @@ static void unpoll_locked(pm__stub_t *s, int kind)
  * first (pm__task_ready_locked), so new work sends no crowd of stubs after
  * the ready lock and a few stubs stay busy while the others wait.
  */
-static pm__task_t *idle(pm__stub_t *s)
+static pm__task_t *idle(pm__stub_t *s, uint64_t wait_ns)
 {
     const int kind = s->ops->kind == PM_DEVICE_GPU;
     uint64_t gen = atomic_load_explicit(&pm__rt.work_gen, memory_order_acquire);
-    bool poll = pm__rt.spin_ns > 0 && may_poll_locked();
+    bool poll = pm__rt.spin_ns > 0 && wait_ns == 0 && may_poll_locked();
     if (poll) {
         atomic_store_explicit(&s->poke, 0, memory_order_relaxed);
         atomic_store(&s->parked, true); /* comes only when poked */
@@ -422,7 +440,18 @@ static pm__task_t *idle(pm__stub_t *s)
     if (!atomic_load(&pm__rt.shutdown) && atomic_load(&pm__rt.work_gen) == gen) {
         pm__rt.parked[kind]++;
         atomic_store(&s->parked, true);
-        pthread_cond_wait(&pm__rt.work_cv[kind], &pm__rt.ready_lock);
+        if (wait_ns == 0 && kind == 0 && pm__guard_any())
+            wait_ns = 1000000; /* a chunk may straggle: look again in 1 ms */
+        if (wait_ns > 0) { /* until a straggler's copy is due (exec/guard.c) */
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            uint64_t ns = (uint64_t)ts.tv_nsec + wait_ns;
+            ts.tv_sec += (time_t)(ns / 1000000000u);
+            ts.tv_nsec = (long)(ns % 1000000000u);
+            pthread_cond_timedwait(&pm__rt.work_cv[kind], &pm__rt.ready_lock, &ts);
+        } else {
+            pthread_cond_wait(&pm__rt.work_cv[kind], &pm__rt.ready_lock);
+        }
         atomic_store(&s->parked, false);
         pm__rt.parked[kind]--;
     }
@@ -457,8 +486,21 @@ static void *stub_main(void *arg)
         pm__task_t *t;
         uint64_t k;
         enum job j = find_work_locked(s, &t, &k);
+        uint64_t wait_ns = 0;
+        if (j == JOB_NONE && s->ops->kind == PM_DEVICE_CPU && pm__guard_any()) {
+            /* Nothing to take, but a chunk may be straggling. */
+            unlock_work();
+            if (pm__guard_copy(s, &wait_ns))
+                continue;
+            lock_work();
+            if (atomic_load(&pm__rt.shutdown)) {
+                unlock_work();
+                break;
+            }
+            j = find_work_locked(s, &t, &k);
+        }
         if (j == JOB_NONE) {
-            t = idle(s);
+            t = idle(s, wait_ns);
             if (t != NULL && take_handed(s, t, &k))
                 run_loop(s, t, k);
             continue;
