@@ -46,6 +46,7 @@ typedef struct pm__guard {
     unsigned char *buf[PM_MAX_TASK_MEMORIES]; /* bytes [lo[m], hi[m]) of memory m */
     size_t cap[PM_MAX_TASK_MEMORIES];
     uint64_t lo[PM_MAX_TASK_MEMORIES], hi[PM_MAX_TASK_MEMORIES];
+    size_t bytes[PM_MAX_TASK_MEMORIES]; /* the memories' sizes */
     bool on[PM_MAX_TASK_MEMORIES];
     pm__accset_t *acc; /* the chunk's reduce partials */
     uint64_t subtasks;

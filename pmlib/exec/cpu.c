@@ -161,8 +161,12 @@ void pm__host_run_chunk(pm__host_run_t *p, pm__stub_t *s, pm__task_t *t, uint64_
                               .device = s->ops->kind, .device_index = s->device_index,
                               .internal = t};
     for (int m = 0; m < t->desc.nmem; m++) {
-        info.mem[m] = p->guarded && p->guard.on[m] ? pm__natural(p->guard.buf[m], p->guard.lo[m])
-                                                   : t->mems[m]->data;
+        if (p->guarded) { /* a loser may run after the memories are gone */
+            info.mem[m] = p->guard.on[m] ? pm__natural(p->guard.buf[m], p->guard.lo[m]) : NULL;
+            info.mem_bytes[m] = p->guard.bytes[m];
+            continue;
+        }
+        info.mem[m] = t->mems[m]->data;
         info.mem_bytes[m] = t->mems[m]->bytes;
     }
     pm__accset_t *acc = t->nred ? pm__accset_new() : NULL;

@@ -64,9 +64,19 @@ bool pm__guard_any(void)
     return atomic_load_explicit(&guarded_now, memory_order_relaxed) > 0;
 }
 
+/* A reduced memory read as well starts each partial from the memory's
+ * content, which a loser would read after the task ended. */
+static bool reads_reduced(const pm__task_t *t)
+{
+    for (int m = 0; m < t->desc.nmem; m++)
+        if (t->desc.mem[m].reduce != PM_REDUCE_NONE && (t->desc.mem[m].access & PM_READ))
+            return true;
+    return false;
+}
+
 static bool copies_allowed(const pm__task_t *t)
 {
-    return !t->remote && !t->home_dir && t->desc.sched == PM_SCHED_PULL &&
+    return !reads_reduced(t) && !t->remote && !t->home_dir && t->desc.sched == PM_SCHED_PULL &&
            !(t->desc.flags & PM_TASK_NO_MULTI_ASSIGN) && !pm__check_mode && pm__rt.ncpu > 1 &&
            (t->chunk_subs != NULL || t->desc.nmem == 0);
 }
@@ -105,6 +115,7 @@ static uint64_t hulls(const pm__task_t *t, uint64_t k, pm__guard_t *g)
 static int snapshot(pm__guard_t *g, const pm__task_t *t)
 {
     for (int m = 0; m < t->desc.nmem; m++) {
+        g->bytes[m] = t->mems[m]->bytes;
         if (!g->on[m])
             continue;
         size_t n = (size_t)(g->hi[m] - g->lo[m]);
