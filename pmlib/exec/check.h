@@ -78,5 +78,11 @@ typedef int (*pm__host_call_fn)(pm__stub_t *s, pm__task_t *t, pm_subtask_info_t 
 void pm__host_run_chunk(pm__host_run_t *hr, pm__stub_t *s, pm__task_t *t, uint64_t chunk,
                         pm__host_call_fn call);
 void pm__host_run_free(pm__host_run_t *hr);
+/* Fails subtask `id` of t, run by stub s, saying `what` happened; in a
+ * guarded chunk (hr->guarded) only records it for the winner to apply. */
+void pm__host_run_fail(pm__host_run_t *hr, const pm__stub_t *s, pm__task_t *t, uint64_t id,
+                       int status, const char *what);
+/* What a failed merge of reduce output says, by its status. */
+const char *pm__merge_failure(int rc);
 
 #endif /* PMLIB_EXEC_CHECK_H */

@@ -28,12 +28,7 @@ void pm__host_run_free(pm__host_run_t *hr)
     }
     pm__check_free(hr->check);
     hr->check = NULL;
-    pm__guard_free(&hr->guard);
-    for (size_t i = 0; i < hr->npieces; i++)
-        free(hr->pieces[i].data);
-    free(hr->pieces);
-    hr->pieces = NULL;
-    hr->npieces = hr->cap_pieces = 0;
+    pm__guard_free(hr);
 }
 
 static void cpu_fini(pm__stub_t *s)
@@ -111,8 +106,8 @@ static const char *kind_name(const pm__stub_t *s)
     return s->ops->kind == PM_DEVICE_GPU ? "gpu" : "cpu";
 }
 
-static void fail_subtask(pm__host_run_t *p, const pm__stub_t *s, pm__task_t *t, uint64_t id,
-                         int status, const char *what)
+void pm__host_run_fail(pm__host_run_t *p, const pm__stub_t *s, pm__task_t *t, uint64_t id,
+                       int status, const char *what)
 {
     if (p->guarded) { /* the winner's failures only */
         pm__guard_t *g = &p->guard;
@@ -128,7 +123,7 @@ static void fail_subtask(pm__host_run_t *p, const pm__stub_t *s, pm__task_t *t, 
                   (unsigned long long)id, what, pm__rt.host, kind_name(s), s->index);
 }
 
-static const char *merge_failure(int rc)
+const char *pm__merge_failure(int rc)
 {
     return rc == PM_ECALLBACK ? "the reduce callback failed" : "out of memory merging its reduce output";
 }
@@ -138,11 +133,11 @@ static int run_checked(pm__host_run_t *p, pm__stub_t *s, pm__task_t *t, pm__subs
                        pm_subtask_info_t *info, pm__host_call_fn call)
 {
     if (p->check == NULL && (p->check = pm__check_new()) == NULL) {
-        fail_subtask(p, s, t, info->id, PM_ENOMEM, "out of memory for the checking mode's views");
+        pm__host_run_fail(p, s, t, info->id, PM_ENOMEM, "out of memory for the checking mode's views");
         return PM__CALL_FAILED;
     }
     if (pm__check_enter(p->check, t, v, info) != 0) {
-        fail_subtask(p, s, t, info->id, PM_ENOMEM, "out of memory for the checking mode's views");
+        pm__host_run_fail(p, s, t, info->id, PM_ENOMEM, "out of memory for the checking mode's views");
         return PM__CALL_FAILED;
     }
     int rc = call(s, t, info);
@@ -177,7 +172,7 @@ void pm__host_run_chunk(pm__host_run_t *p, pm__stub_t *s, pm__task_t *t, uint64_
         if (t->nred) {
             int rc = acc ? open_private(p, t, acc, v, &info, out) : PM_ENOMEM;
             if (rc != 0) {
-                fail_subtask(p, s, t, id, PM_ENOMEM, "out of memory for its private reduce output");
+                pm__host_run_fail(p, s, t, id, PM_ENOMEM, "out of memory for its private reduce output");
                 continue;
             }
         }
@@ -186,11 +181,11 @@ void pm__host_run_chunk(pm__host_run_t *p, pm__stub_t *s, pm__task_t *t, uint64_
             char what[64];
             snprintf(what, sizeof what, "the %s callback returned %d", kind_name(s), rc);
             if (rc != PM__CALL_FAILED)
-                fail_subtask(p, s, t, id, PM_ECALLBACK, what);
+                pm__host_run_fail(p, s, t, id, PM_ECALLBACK, what);
             continue;
         }
         if (t->nred && (rc = close_private(p, t, acc, v, out)) != 0)
-            fail_subtask(p, s, t, id, rc, merge_failure(rc));
+            pm__host_run_fail(p, s, t, id, rc, pm__merge_failure(rc));
     }
     if (p->guarded) { /* the winner counts and merges them */
         p->guard.subtasks = last - first;
@@ -201,7 +196,7 @@ void pm__host_run_chunk(pm__host_run_t *p, pm__stub_t *s, pm__task_t *t, uint64_
     if (acc != NULL) {
         int rc = pm__reduce_tree_push(t, 0, chunk, acc);
         if (rc != 0)
-            fail_subtask(p, s, t, first, rc, merge_failure(rc));
+            pm__host_run_fail(p, s, t, first, rc, pm__merge_failure(rc));
     }
 }
 

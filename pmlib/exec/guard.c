@@ -29,7 +29,6 @@
 #include "sched/ranges.h"
 
 #include <sched.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -93,12 +92,10 @@ static uint64_t hulls(const pm__task_t *t, uint64_t k, pm__guard_t *g)
     pm__chunk_span(t, k, &first, &last);
     for (uint64_t id = first; id < last; id++) {
         pm__subs_view_t v = pm__subs_of(t, k, id);
-        for (uint32_t i = 0; i < v.n; i++) {
-            const pm__sub_t *r = &v.r[i];
-            int m = r->mem;
-            if (t->desc.mem[m].reduce != PM_REDUCE_NONE || r->count == 0 || r->block == 0)
+        for (int m = 0; m < t->desc.nmem; m++) {
+            uint64_t a, b;
+            if (t->desc.mem[m].reduce != PM_REDUCE_NONE || !pm__subs_hull(v, m, &a, &b))
                 continue;
-            uint64_t a = r->offset, b = r->offset + (r->count - 1) * r->stride + r->block;
             if (!g->on[m] || a < g->lo[m])
                 g->lo[m] = a;
             if (!g->on[m] || b > g->hi[m])
@@ -165,7 +162,8 @@ static void drop_pieces(pm__host_run_t *p)
     p->npieces = 0;
 }
 
-bool pm__guard_keep_piece(uint64_t key, uint64_t id, unsigned char *data, size_t bytes)
+bool pm__guard_keep_piece(pm__task_t *t, uint64_t key, uint64_t id, unsigned char *data,
+                          size_t bytes)
 {
     pm__stub_t *s = pm__self_stub;
     if (s == NULL || s->ops->kind != PM_DEVICE_CPU)
@@ -178,13 +176,7 @@ bool pm__guard_keep_piece(uint64_t key, uint64_t id, unsigned char *data, size_t
         struct pm__guard_piece *n = realloc(p->pieces, cap * sizeof *n);
         if (n == NULL) { /* the chunk fails as pm_redistribute would have */
             free(data);
-            pm__guard_t *g = &p->guard;
-            if (g->status == 0 || id < g->failed_id) {
-                g->status = PM_ENOMEM;
-                g->failed_id = id;
-                snprintf(g->what, sizeof g->what, "subtask %llu: out of memory keeping a redistributed piece",
-                         (unsigned long long)id);
-            }
+            pm__host_run_fail(p, s, t, id, PM_ENOMEM, "out of memory keeping a redistributed piece");
             return true;
         }
         p->pieces = n;
@@ -219,11 +211,7 @@ static void commit(pm__host_run_t *p, pm__stub_t *s, pm__task_t *t, uint64_t k)
     if (g->acc != NULL) {
         int rc = pm__reduce_tree_push(t, 0, k, g->acc);
         if (rc != 0)
-            pm__task_fail(t, rc, first, "subtask %llu: %s on host %d, cpu stub %d",
-                          (unsigned long long)first,
-                          rc == PM_ECALLBACK ? "the reduce callback failed"
-                                             : "out of memory merging its reduce output",
-                          pm__rt.host, s->index);
+            pm__host_run_fail(p, s, t, first, rc, pm__merge_failure(rc));
         g->acc = NULL;
     }
     if (g->status != 0)
@@ -232,8 +220,7 @@ static void commit(pm__host_run_t *p, pm__stub_t *s, pm__task_t *t, uint64_t k)
         struct pm__guard_piece *q = &p->pieces[i];
         if (pm__task_add_piece(t, q->key, q->id, q->data, q->bytes) != 0) {
             free(q->data);
-            pm__task_fail(t, PM_ENOMEM, q->id, "subtask %llu: out of memory keeping a redistributed piece",
-                          (unsigned long long)q->id);
+            pm__host_run_fail(p, s, t, q->id, PM_ENOMEM, "out of memory keeping a redistributed piece");
         }
     }
     p->npieces = 0;
@@ -246,17 +233,21 @@ static void drop(pm__host_run_t *p, const pm__task_t *t)
     drop_pieces(p);
 }
 
-/* Large buffers are not kept between guarded chunks. */
-#define PM__GUARD_KEEP_BYTES (4u << 20)
-
-static void trim(pm__guard_t *g)
+/* Frees the buffers larger than `keep` bytes. */
+static void free_buffers(pm__guard_t *g, size_t keep)
 {
     for (int m = 0; m < PM_MAX_TASK_MEMORIES; m++)
-        if (g->cap[m] > PM__GUARD_KEEP_BYTES) {
+        if (g->cap[m] > keep) {
             free(g->buf[m]);
             g->buf[m] = NULL;
             g->cap[m] = 0;
         }
+}
+
+/* Large buffers are not kept between guarded chunks. */
+static void trim(pm__guard_t *g)
+{
+    free_buffers(g, 4u << 20);
 }
 
 /* Runs chunk k on the guard's buffers (snapshot taken). */
@@ -315,9 +306,7 @@ enum pm__guard_end pm__guard_run(pm__stub_t *s, pm__task_t *t, uint64_t k)
  * for it, and at least PM__COPY_MIN_NS. */
 static uint64_t due_ns(const pm__stub_t *s, const pm__task_t *t)
 {
-    uint64_t ns = atomic_load_explicit(&t->counts[s->index].chunk_ns, memory_order_relaxed);
-    if (ns == 0 && t->cbs.model != NULL)
-        ns = (uint64_t)(pm__model_ns(t->cbs.model, s->index) * (double)t->grain);
+    uint64_t ns = (uint64_t)pm__model_chunk_ns(t, s->index);
     if (ns == 0)
         return PM__COPY_UNKNOWN_NS;
     return 2 * ns > PM__COPY_MIN_NS ? 2 * ns : PM__COPY_MIN_NS;
@@ -406,11 +395,11 @@ bool pm__guard_copy(pm__stub_t *s, uint64_t *wait_ns)
     return true;
 }
 
-void pm__guard_free(pm__guard_t *g)
+void pm__guard_free(pm__host_run_t *p)
 {
-    for (int m = 0; m < PM_MAX_TASK_MEMORIES; m++) {
-        free(g->buf[m]);
-        g->buf[m] = NULL;
-        g->cap[m] = 0;
-    }
+    free_buffers(&p->guard, 0);
+    drop_pieces(p);
+    free(p->pieces);
+    p->pieces = NULL;
+    p->cap_pieces = 0;
 }

@@ -35,13 +35,15 @@ bool pm__guard_copy(pm__stub_t *s, uint64_t *wait_ns);
 bool pm__guard_stalled(int stub, double ns);
 /* Whether any stub runs a guarded chunk (a hint, read without locks). */
 bool pm__guard_any(void);
-/* A stub ran a chunk `ratio` times slower than expected (or lost one to a
- * copy: ratio 0): its next chunks run guarded for a while. */
+/* A stub ran a chunk far slower than the task's fastest: its next chunks
+ * run guarded for a while (as after it lost one to a copy). */
 void pm__guard_note_slow(pm__stub_t *s);
-void pm__guard_free(pm__guard_t *g);
+/* Frees a stub's guard buffers and pieces. */
+void pm__guard_free(pm__host_run_t *p);
 
 /* pm_redistribute in a guarded chunk: the piece waits for the outcome
  * (true: kept). */
-bool pm__guard_keep_piece(uint64_t key, uint64_t id, unsigned char *data, size_t bytes);
+bool pm__guard_keep_piece(pm__task_t *t, uint64_t key, uint64_t id, unsigned char *data,
+                          size_t bytes);
 
 #endif /* PMLIB_EXEC_GUARD_H */

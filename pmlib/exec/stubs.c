@@ -138,10 +138,7 @@ static void note_time(const pm__stub_t *s, pm__task_t *t, uint64_t n, uint64_t n
 /* Expected ns per chunk of stub s in task t (0: not known). */
 static uint64_t expect_ns(const pm__stub_t *s, const pm__task_t *t)
 {
-    uint64_t ns = atomic_load_explicit(&t->counts[s->index].chunk_ns, memory_order_relaxed);
-    if (ns == 0 && t->cbs.model != NULL)
-        ns = (uint64_t)(pm__model_ns(t->cbs.model, s->index) * (double)t->grain);
-    return ns;
+    return (uint64_t)pm__model_chunk_ns(t, s->index);
 }
 
 /* Takes the chunks after chunk k (which the stub holds) that join it in a

@@ -56,6 +56,16 @@ double pm__model_ns(const pm__model_t *m, int stub);
 /* The same for a device by kind and name, such as another host's GPU
  * (CPUs: this host's processor, taken to be every host's). */
 double pm__model_ns_named(const pm__model_t *m, int kind, const char *name);
+/* Stub `stub`'s time per chunk of task t: measured in this task, else the
+ * model's for its device and these callbacks, else 0 (unknown). Inline:
+ * the pull policy asks it for every stub on each take. */
+static inline double pm__model_chunk_ns(const pm__task_t *t, int stub)
+{
+    uint64_t ns = atomic_load_explicit(&t->counts[stub].chunk_ns, memory_order_relaxed);
+    if (ns > 0)
+        return (double)ns;
+    return pm__model_ns(t->cbs.model, stub) * (double)t->grain;
+}
 /* Bytes per subtask moved to and from it (0 when unknown). */
 void pm__model_bytes(const pm__model_t *m, int stub, double *in, double *out);
 const pm__model_dev_t *pm__model_dev_of(const pm__model_t *m, int stub);

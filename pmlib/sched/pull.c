@@ -14,16 +14,6 @@
 /* Slower stubs than this many times the fastest one are held back at the end. */
 #define PM__SLOW_FACTOR 4
 
-/* A stub's time per chunk: measured in this task, else the model's for
- * its device and these callbacks, else 0 (unknown). */
-static double chunk_ns(const pm__task_t *t, int s)
-{
-    uint64_t ns = atomic_load_explicit(&t->counts[s].chunk_ns, memory_order_relaxed);
-    if (ns > 0)
-        return (double)ns;
-    return pm__model_ns(t->cbs.model, s) * (double)t->grain;
-}
-
 static bool writes_in_place(const pm__task_t *t)
 {
     for (int i = 0; i < t->desc.nmem; i++)
@@ -89,7 +79,7 @@ static bool unknown_pays(const pm__task_t *t, int nstubs, int stub, uint64_t lef
     for (int s = 0; s < nstubs; s++) {
         if (on_cpu(s) || !may_come(t, gone, s))
             continue;
-        double ns = chunk_ns(t, s);
+        double ns = pm__model_chunk_ns(t, s);
         if (ns <= 0)
             return false; /* its first chunk tells */
         rate += 1.0 / ns;
@@ -131,7 +121,7 @@ static bool pays(const pm__task_t *t, int nstubs, int stub, uint64_t left,
 {
     if (over != NULL)
         *over = 0;
-    double mine = chunk_ns(t, stub);
+    double mine = pm__model_chunk_ns(t, stub);
     if (mine == 0)
         return unknown_pays(t, nstubs, stub, left, gone);
     if (none_clearly_faster(t, mine))
@@ -139,7 +129,7 @@ static bool pays(const pm__task_t *t, int nstubs, int stub, uint64_t left,
     mine += on_cpu(stub) ? back : 0;
     double rate = 0; /* chunks per ns of the stubs clearly faster than this one */
     for (int s = 0; s < nstubs; s++) {
-        double ns = s == stub ? 0 : chunk_ns(t, s);
+        double ns = s == stub ? 0 : pm__model_chunk_ns(t, s);
         if (ns > 0 && on_cpu(s))
             ns += back;
         if (ns > 0 && ns * PM__SLOW_FACTOR < mine && may_come(t, gone, s) && !pm__guard_stalled(s, ns))
