@@ -69,6 +69,7 @@ typedef struct pm__host_run {
     pm__guard_t guard;
     bool guarded; /* the chunk being run is (guard holds its bytes) */
     int suspect;  /* chunks left to guard since this stub was slow (exec/guard.c) */
+    int lost;     /* the same since it lost a chunk to a copy, however short */
     struct pm__guard_piece *pieces; /* pm_redistribute's while guarded */
     size_t npieces, cap_pieces;
 } pm__host_run_t;

@@ -17,9 +17,11 @@
  *
  * Which chunks run guarded, since the copies of their bytes cost: a stub's
  * chunks while their time is not known (the first task of these
- * callbacks), up to 1 MiB; for a while after the stub was slow; and a
- * task's last chunks (none left to hand out) when they take 50 us or more.
- * Known chunks copy at most half a byte per nanosecond of their time.
+ * callbacks), up to 1 MiB; for a while after the stub lost a chunk to a
+ * copy; and, when they take 50 us or more (a copy starts after 200 us at
+ * the earliest), for a while after the stub was slow and a task's last
+ * chunks (none left to hand out). Known chunks copy
+ * at most half a byte per nanosecond of their time.
  */
 #define _GNU_SOURCE
 #include "exec/guard.h"
@@ -140,7 +142,7 @@ bool pm__guard_wanted(pm__stub_t *s, const pm__task_t *t, uint64_t k, uint64_t e
     uint64_t budget;
     if (expect_ns == 0)
         budget = PM__GUARD_UNKNOWN_BYTES;
-    else if (p->suspect > 0 || (tail && expect_ns >= PM__GUARD_TAIL_NS))
+    else if (p->lost > 0 || ((p->suspect > 0 || tail) && expect_ns >= PM__GUARD_TAIL_NS))
         budget = (uint64_t)((double)expect_ns * PM__GUARD_BYTES_PER_NS);
     else
         return false;
@@ -292,13 +294,13 @@ enum pm__guard_end pm__guard_run(pm__stub_t *s, pm__task_t *t, uint64_t k)
     if (won) {
         commit(p, s, t, k);
         trim(&p->guard);
-        if (p->suspect > 0)
-            p->suspect--;
+        p->suspect -= p->suspect > 0;
+        p->lost -= p->lost > 0;
         return PM__GUARD_WON;
     }
     drop(p, t);
     trim(&p->guard);
-    p->suspect = PM__GUARD_SUSPECT;
+    p->lost = PM__GUARD_SUSPECT;
     return PM__GUARD_LOST;
 }
 
