@@ -3,10 +3,10 @@
  *
  * A chunk written in place cannot be run twice: the slower run would write
  * after the task ended, and a program may already have changed those bytes.
- * So a chunk that may straggle runs guarded: its bytes of each memory it
- * subscribes (the hull of its ranges; reduced memories have private
- * partials anyway) are copied into buffers of the stub's own first, and it
- * runs there. A CPU stub that runs dry copies the same bytes and runs the
+ * So a chunk that may straggle runs guarded: its subscribed bytes of each
+ * memory (reduced memories have private partials anyway) are copied into a
+ * buffer of the stub's own spanning the hull of its ranges, and it runs
+ * there. Only the subscribed bytes: others may be written meanwhile. A CPU stub that runs dry copies the same bytes and runs the
  * chunk too. The first to finish claims it under the running stub's guard
  * lock, writes back the ranges it subscribed for writing, pushes its reduce
  * partials, applies its failures and pieces, and counts the chunk; the
@@ -110,8 +110,29 @@ static uint64_t hulls(const pm__task_t *t, uint64_t k, pm__guard_t *g)
     return bytes;
 }
 
-/* Copies the hulls in (hulls() first). */
-static int snapshot(pm__guard_t *g, const pm__task_t *t)
+/* Copies chunk k's subscribed bytes of memory m into its hull buffer:
+ * only those, since other chunks may be writing the bytes between them. */
+static int copy_in(pm__guard_t *g, const pm__task_t *t, uint64_t k, int m)
+{
+    uint64_t first, last;
+    pm__acc_t u = {0}; /* the union: subtasks often share what they read */
+    int rc = 0;
+    pm__chunk_span(t, k, &first, &last);
+    for (uint64_t id = first; id < last && rc == 0; id++) {
+        pm__subs_view_t v = pm__subs_of(t, k, id);
+        for (uint32_t i = 0; i < v.n && rc == 0; i++)
+            if (v.r[i].mem == m)
+                rc = pm__acc_apply_rows(&u, v.r[i].offset, v.r[i].block, v.r[i].stride, v.r[i].count, true);
+    }
+    const unsigned char *from = t->mems[m]->data;
+    for (uint32_t i = 0; i < u.ncov && rc == 0; i++)
+        memcpy(g->buf[m] + (u.cov[i].lo - g->lo[m]), from + u.cov[i].lo, u.cov[i].hi - u.cov[i].lo);
+    pm__acc_free(&u);
+    return rc;
+}
+
+/* Copies chunk k's bytes in (hulls() first). */
+static int snapshot(pm__guard_t *g, const pm__task_t *t, uint64_t k)
 {
     for (int m = 0; m < t->desc.nmem; m++) {
         g->bytes[m] = t->mems[m]->bytes;
@@ -125,7 +146,8 @@ static int snapshot(pm__guard_t *g, const pm__task_t *t)
                 return PM_ENOMEM;
             g->cap[m] = n;
         }
-        memcpy(g->buf[m], (const unsigned char *)t->mems[m]->data + g->lo[m], n);
+        if (copy_in(g, t, k, m) != 0)
+            return PM_ENOMEM;
     }
     g->acc = NULL;
     g->subtasks = 0;
@@ -264,7 +286,7 @@ static void run_guarded(pm__stub_t *s, pm__task_t *t, uint64_t k)
 enum pm__guard_end pm__guard_run(pm__stub_t *s, pm__task_t *t, uint64_t k)
 {
     pm__host_run_t *p = s->priv;
-    if (snapshot(&p->guard, t) != 0)
+    if (snapshot(&p->guard, t, k) != 0)
         return PM__GUARD_NONE;
     pm__lock(&s->guard_lock);
     s->guard_chunk = k;
@@ -358,7 +380,7 @@ bool pm__guard_copy(pm__stub_t *s, uint64_t *wait_ns)
 
     pm__host_run_t *p = s->priv;
     hulls(t, k, &p->guard);
-    int rc = snapshot(&p->guard, t);
+    int rc = snapshot(&p->guard, t, k);
     pm__lock(&o->guard_lock);
     o->guard_snapping = false;
     pm__unlock(&o->guard_lock);
