@@ -543,20 +543,12 @@ static int want_part(recs_t *by, int m, pm__mirror_t *mr, uint64_t lo, uint64_t 
 /* Adds the parts of [lo, hi) of memory m that the mirror lacks (mirror locked). */
 static int add_missing(recs_t *by, int m, pm__mirror_t *mr, uint64_t lo, uint64_t hi, bool *wait)
 {
-    const pm__acc_t *valid = &mr->valid;
-    uint64_t pos = lo;
+    uint64_t glo, ghi;
     int rc = 0;
-    for (uint32_t i = 0; i < valid->ncov && pos < hi && rc == 0; i++) {
-        if (valid->cov[i].hi <= pos)
-            continue;
-        if (valid->cov[i].lo >= hi)
-            break;
-        if (valid->cov[i].lo > pos)
-            rc = want_part(by, m, mr, pos, valid->cov[i].lo, wait);
-        pos = valid->cov[i].hi;
+    while (rc == 0 && pm__acc_gap(&mr->valid, lo, hi, &glo, &ghi)) {
+        rc = want_part(by, m, mr, glo, ghi, wait);
+        lo = ghi;
     }
-    if (pos < hi && rc == 0)
-        rc = want_part(by, m, mr, pos, hi, wait);
     return rc;
 }
 
