@@ -155,13 +155,19 @@ static int snapshot(pm__guard_t *g, const pm__task_t *t, uint64_t k)
     return 0;
 }
 
-bool pm__guard_wanted(pm__stub_t *s, const pm__task_t *t, uint64_t k, uint64_t expect_ns,
-                      bool tail)
+bool pm__guard_wanted(pm__stub_t *s, const pm__task_t *t, uint64_t k)
 {
     if (s->ops->kind != PM_DEVICE_CPU || !copies_allowed(t))
         return false;
     pm__host_run_t *p = s->priv;
-    uint64_t budget;
+    /* A task only CPUs run, known to be short when it began: not worth
+     * it, and told from the task's own state, without reading the model
+     * that other stubs keep writing (most tasks end here). */
+    if (p->lost == 0 && t->sched->cpu_only && t->sched->model_least > 0 &&
+        t->sched->model_least < PM__GUARD_TAIL_NS)
+        return false;
+    uint64_t expect_ns = (uint64_t)pm__model_chunk_ns(t, s->index), budget;
+    bool tail = t->policy->left(t) == 0;
     if (expect_ns == 0)
         budget = PM__GUARD_UNKNOWN_BYTES;
     else if (p->lost > 0 || ((p->suspect > 0 || tail) && expect_ns >= PM__GUARD_TAIL_NS))

@@ -19,11 +19,8 @@ enum pm__guard_end {
     PM__GUARD_NONE  /* not guarded after all: run it in place */
 };
 
-/* Whether CPU stub s runs chunk k of t guarded; `expect_ns` is its
- * expected time for the chunk (0: not known); `tail`: no chunk of the task
- * is left to hand out. */
-bool pm__guard_wanted(pm__stub_t *s, const pm__task_t *t, uint64_t k, uint64_t expect_ns,
-                      bool tail);
+/* Whether CPU stub s runs chunk k of t guarded. */
+bool pm__guard_wanted(pm__stub_t *s, const pm__task_t *t, uint64_t k);
 /* Runs chunk k guarded on CPU stub s (see enum pm__guard_end). */
 enum pm__guard_end pm__guard_run(pm__stub_t *s, pm__task_t *t, uint64_t k);
 /* A CPU stub with nothing to do: runs a copy of a chunk another stub has

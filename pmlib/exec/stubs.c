@@ -297,7 +297,7 @@ static void run_loop(pm__stub_t *s, pm__task_t *t, uint64_t k)
             more = false;
         } else {
             enum pm__guard_end g = PM__GUARD_NONE;
-            if (nk == 1 && pm__guard_wanted(s, t, k, expect_ns(s, t), t->policy->left(t) == 0))
+            if (nk == 1 && pm__guard_wanted(s, t, k))
                 g = pm__guard_run(s, t, k);
             if (g == PM__GUARD_LOST) {
                 /* A copy counted the chunk, and the task may have ended:
