@@ -615,6 +615,8 @@ typedef struct pm__runtime {
     pm__stub_t **spinners[2]; /* those stubs per kind, the latest last (ready lock) */
     atomic_int spin_room;     /* stubs that may be busy or polling at once without
                                  taking the program's core (at least one polls) */
+    atomic_int program_asleep; /* program threads asleep in a wait: their core
+                                  is the stubs' meanwhile (one counts) */
     atomic_int shutdown;      /* stubs stop (set under both locks) */
     atomic_uint_fast64_t woken; /* stubs woken for work so far (at most) */
     atomic_uint_fast64_t work_gen; /* moves whenever work is added */

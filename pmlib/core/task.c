@@ -1383,6 +1383,15 @@ static int check_blocking(const char *fn)
     return 0;
 }
 
+/* A program thread past its polling spell sleeps until its tasks are done:
+ * meanwhile its core is free, so one more stub may poll (stubs.c), and a
+ * short task with more chunks than pollers wakes a parked stub for them
+ * rather than leave them all to the stubs awake. */
+static void program_sleeps(int n)
+{
+    atomic_fetch_add_explicit(&pm__rt.program_asleep, n, memory_order_relaxed);
+}
+
 static bool task_is_done(const void *arg)
 {
     return __atomic_load_n(&((const pm__task_t *)arg)->state, __ATOMIC_ACQUIRE) == PM__TASK_DONE;
@@ -1406,8 +1415,10 @@ int pm_task_wait(pm_task_t task)
             pm__spin_until(task_is_done, t);
             pthread_mutex_lock(&pm__rt.lock);
         }
+        program_sleeps(+1);
         while (__atomic_load_n(&t->state, __ATOMIC_SEQ_CST) != PM__TASK_DONE)
             pthread_cond_wait(&pm__rt.done_cv, &pm__rt.lock);
+        program_sleeps(-1);
         __atomic_sub_fetch(&pm__rt.task_waiters, 1, __ATOMIC_SEQ_CST);
         t->waiters--;
         rc = t->status;
@@ -1431,8 +1442,10 @@ void pm__task_wait_none_locked(void)
         pm__spin_until(none_left, NULL);
         pthread_mutex_lock(&pm__rt.lock);
     }
+    program_sleeps(+1);
     while (__atomic_load_n(&pm__rt.nactive_local, __ATOMIC_SEQ_CST) > 0)
         pthread_cond_wait(&pm__rt.done_cv, &pm__rt.lock);
+    program_sleeps(-1);
     __atomic_sub_fetch(&pm__rt.all_waiters, 1, __ATOMIC_SEQ_CST);
 }
 

@@ -364,7 +364,8 @@ int pm__stubs_poll_room(void)
 {
     int awake = pm__rt.nstubs - atomic_load_explicit(&pm__rt.parked[0], memory_order_relaxed) -
                 atomic_load_explicit(&pm__rt.parked[1], memory_order_relaxed);
-    return atomic_load_explicit(&pm__rt.spin_room, memory_order_relaxed) - awake;
+    int lent = atomic_load_explicit(&pm__rt.program_asleep, memory_order_relaxed) > 0;
+    return atomic_load_explicit(&pm__rt.spin_room, memory_order_relaxed) + lent - awake;
 }
 
 /* Whether an idle stub may poll (ready lock): the first one always; more

@@ -175,17 +175,18 @@ static int plan(pm__task_t *t, int nstubs, double *w, bool in_place)
     const uint64_t n = t->hi - t->lo;
     const pm__model_dev_t *one = NULL; /* the device, while all are alike */
     bool alike = true;
-    for (int s = 0; s < nstubs; s++) {
+    for (int s = 0; s < nstubs && alike; s++) {
         if (w[s] <= 0)
             continue;
-        if (pm__model_ns(t->cbs.model, s) <= 0)
-            return -1; /* keep equal shares: today's measurements decide */
         const pm__model_dev_t *d = pm__model_dev_of(t->cbs.model, s);
-        alike &= one == NULL || d == one;
+        alike = one == NULL || d == one;
         one = d;
     }
     if (alike || n == 0)
         return -1; /* stubs of one device: equal shares */
+    for (int s = 0; s < nstubs; s++)
+        if (w[s] > 0 && pm__model_ns(t->cbs.model, s) <= 0)
+            return -1; /* keep equal shares: today's measurements decide */
     int probe = -1;
     const double back = copy_back_ns(t, nstubs, in_place);
     double few[64], *speed = nstubs <= 64 ? few : malloc((size_t)nstubs * sizeof *speed);
@@ -236,10 +237,17 @@ static int pull_init(pm__task_t *t, int nstubs)
         t->sched->in_place = in_place;
         t->sched->cpu_only = true;
         t->sched->model_least = 0;
+        /* Each device's average is read once: stubs write them as chunks
+         * end, so every read may cost a cache miss. */
+        const pm__model_dev_t *last = NULL;
         for (int s = 0; s < nstubs; s++) {
             if (!pm__task_runnable_on(t, &pm__rt.stubs[s]))
                 continue;
             t->sched->cpu_only &= on_cpu(s);
+            const pm__model_dev_t *d = pm__model_dev_of(t->cbs.model, s);
+            if (d == last) /* NULL: nothing known */
+                continue;
+            last = d;
             double ns = pm__model_ns(t->cbs.model, s) * (double)t->grain;
             if (ns > 0 && (t->sched->model_least == 0 || ns < t->sched->model_least))
                 t->sched->model_least = ns;
