@@ -18,6 +18,11 @@
 # Exits nonzero only when the core library or pmlib_tb cannot be built.
 set -u
 
+case ${1:-} in
+  -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -*) echo "build.sh: error: unknown option '$1' (try --help)" >&2; exit 2 ;;
+esac
+
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
 tb=${1:-${TASKBENCH_DIR:-}}

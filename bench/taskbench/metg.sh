@@ -41,6 +41,11 @@
 # and keeps the raw logs, a results.tsv of every run and metg.tsv in LOG_DIR.
 set -u
 
+case ${1:-} in
+  -h|--help) sed -n '2,41p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -*) echo "metg.sh: error: unknown option '$1' (try --help)" >&2; exit 2 ;;
+esac
+
 here=$(cd "$(dirname "$0")" && pwd)
 out=${OUT_DIR:-$here/build}
 list=$out/programs

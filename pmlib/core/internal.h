@@ -360,7 +360,8 @@ void pm__task_prepared(pm__task_t *t);
  * The caller must not touch the task afterwards. */
 void pm__task_done(pm__task_t *t, uint64_t n);
 /* A reference to a task's block beyond the program's (holds): a straggler
- * copy may run on after the task ended; the last reference frees it. */
+ * copy may run on after the task ended, and a stub handed the task with a
+ * poke may look at it late; the last reference frees it. */
 void pm__task_hold(pm__task_t *t);
 void pm__task_unhold(pm__task_t *t);
 /* Builds a task from a checked descriptor (no handle, not queued). */
@@ -474,7 +475,7 @@ struct pm__stub {
     _Alignas(64) atomic_bool parked;
     int spin_slot;
     atomic_int poke;
-    struct pm__task *handed; /* with the poke: a task to take a chunk of, pinned (or NULL) */
+    struct pm__task *handed; /* with the poke: a task to take a chunk of, held (or NULL) */
     /* A chunk this CPU stub runs on private copies of its bytes, which an
      * idle stub may run a copy of (exec/guard.c); under guard_lock, but
      * guard_task is read unlocked by stubs looking for a straggler. */

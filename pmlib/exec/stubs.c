@@ -458,15 +458,15 @@ static pm__task_t *idle(pm__stub_t *s, uint64_t wait_ns)
 }
 
 /* A task handed with a poke (one host): a chunk of it if one is left for
- * this stub, taken without the ready lock; then the pin is dropped (which
- * finishes the task if its chunks were all done meanwhile, so t must not
- * be read after a false return). */
+ * this stub, taken without the ready lock; then the hold is dropped (which
+ * frees the task if it ended and was released meanwhile, so t must not be
+ * read after a false return; a chunk taken keeps it from ending). */
 static bool take_handed(pm__stub_t *s, pm__task_t *t, uint64_t *chunk)
 {
     bool got = pm__task_runnable_on(t, s) && t->policy->take(t, s->index, chunk);
     if (got && t->policy->left(t) == 0)
         pm__task_unready(t);
-    pm__task_done(t, 1);
+    pm__task_unhold(t);
     return got;
 }
 
