@@ -746,8 +746,7 @@ static void wake_stubs_locked(wake_t *w, int k, uint64_t poke, uint64_t wake, pm
      * once would otherwise queue for. A hold, not a count the task's end
      * waits for: on a crowded machine a poked stub may not run for a
      * scheduler's time slice, and the task and all that depends on it
-     * would wait as long (0.4 to 0.7 ms per Task Bench timestep on 16
-     * cores, one timestep in 20). The task cannot end while a chunk is
+     * would wait as long. The task cannot end while a chunk is
      * untaken, so a late stub finds none and lets go. Every hold is in
      * place before the first poke: a poked stub may run the whole of a
      * short task before the last poke is sent. */
