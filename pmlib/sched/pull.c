@@ -127,8 +127,16 @@ static bool pays(const pm__task_t *t, int nstubs, int stub, uint64_t left,
     if (none_clearly_faster(t, mine))
         return true;
     mine += on_cpu(stub) ? back : 0;
+    /* Against stubs of its own device, one chunk is no evidence: a core
+     * the system took away for a while makes one chunk slow, and the stub
+     * that left the rest to an equal one not yet running (not woken, or
+     * not scheduled on a busy machine) held the task for milliseconds. */
+    const bool one_chunk = t->counts[stub].subtasks < 2 * t->grain;
+    const pm__model_dev_t *dev = pm__model_dev_of(t->cbs.model, stub);
     double rate = 0; /* chunks per ns of the stubs clearly faster than this one */
     for (int s = 0; s < nstubs; s++) {
+        if (one_chunk && s != stub && pm__model_dev_of(t->cbs.model, s) == dev)
+            continue;
         double ns = s == stub ? 0 : pm__model_chunk_ns(t, s);
         if (ns > 0 && on_cpu(s))
             ns += back;

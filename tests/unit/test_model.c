@@ -517,8 +517,10 @@ START_TEST(pull_never_leaves_chunks_nobody_takes)
     pm__model_t *m = pm__model_create("pull-asleep", stubs, NSTUBS);
     pm__task_t *t = make_task(8, m);
     uint64_t c;
-    /* Stub 0 ran a chunk of this task in 1 s; the others would take 1 ms. */
+    /* Stub 0 ran two chunks of this task in 1 s each; the others would
+     * take 1 ms. */
     atomic_store(&t->counts[0].chunk_ns, 1000000000u);
+    t->counts[0].subtasks = 2 * t->grain;
     for (int s = 1; s < NSTUBS; s++)
         atomic_store(&t->counts[s].chunk_ns, 1000000u);
     /* Awake, they will come: stub 0 leaves the chunks to them. */
@@ -529,6 +531,29 @@ START_TEST(pull_never_leaves_chunks_nobody_takes)
     ck_assert(t->policy->take(t, 0, &c));
     for (int s = 1; s < NSTUBS; s++)
         atomic_store(&cpu_stubs[s].parked, false);
+    ts_free(t);
+    ck_assert_int_eq(setenv("PMLIB_MODEL_DIR", "off", 1), 0);
+    pm__model_destroy(m);
+}
+END_TEST
+
+/* One slow chunk of a stub against equal stubs (a core taken away for a
+ * while) is no reason to leave the rest to them: they may not run soon. */
+START_TEST(pull_one_slow_chunk_is_no_evidence)
+{
+    pm__stub_t cores[NSTUBS]; /* the model sees one device */
+    for (int i = 0; i < NSTUBS; i++)
+        cores[i] = (pm__stub_t){.index = i, .ops = &pm__cpu_ops, .speed = 1.0};
+    pm__model_t *m = pm__model_create("pull-one-slow", cores, NSTUBS);
+    pm__task_t *t = make_task(8, m);
+    uint64_t c;
+    atomic_store(&t->counts[0].chunk_ns, 1000000000u);
+    t->counts[0].subtasks = t->grain;
+    for (int s = 1; s < NSTUBS; s++)
+        atomic_store(&t->counts[s].chunk_ns, 1000000u);
+    ck_assert(t->policy->take(t, 0, &c)); /* the others awake: takes anyway */
+    t->counts[0].subtasks = 2 * t->grain; /* a second slow chunk: it leaves them */
+    ck_assert(!t->policy->take(t, 0, &c));
     ts_free(t);
     ck_assert_int_eq(setenv("PMLIB_MODEL_DIR", "off", 1), 0);
     pm__model_destroy(m);
@@ -635,6 +660,7 @@ int main(void)
     tcase_add_test(tp, pull_keeps_equal_shares_when_the_model_knows_nothing);
     tcase_add_test(tp, pull_gives_a_far_slower_device_nothing);
     tcase_add_test(tp, pull_never_leaves_chunks_nobody_takes);
+    tcase_add_test(tp, pull_one_slow_chunk_is_no_evidence);
     tcase_add_test(tp, pull_weighs_every_stub_with_its_copy_back);
     tcase_add_test(tp, pull_unknown_cpus_leave_short_tasks_to_the_gpu);
     tcase_add_test(tp, pull_woken_gpus_count_as_coming);
