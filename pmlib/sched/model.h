@@ -11,6 +11,7 @@
 #define PMLIB_SCHED_MODEL_H
 
 #include "core/internal.h"
+#include "sched/ranges.h"
 
 #define PM__MODEL_VERSION 1
 #define PM__MODEL_MAX_DEVICES 32   /* devices per file; more are dropped */
@@ -64,6 +65,14 @@ static inline double pm__model_chunk_ns(const pm__task_t *t, int stub)
     uint64_t ns = atomic_load_explicit(&t->counts[stub].chunk_ns, memory_order_relaxed);
     if (ns > 0)
         return (double)ns;
+    /* A task only CPU stubs of one device run: the time the model had
+     * when the task began, in the task's own block, rather than the
+     * model's entry, which every chunk's end writes: read by each stub as
+     * it takes its first chunk, that line made 16 stubs starting a task
+     * wait for each other. */
+    const struct pm__sched_state *st = t->sched;
+    if (st != NULL && st->cpu_only && st->one_device && st->model_least > 0)
+        return st->model_least;
     return pm__model_ns(t->cbs.model, stub) * (double)t->grain;
 }
 /* Bytes per subtask moved to and from it (0 when unknown). */

@@ -248,18 +248,21 @@ static int pull_init(pm__task_t *t, int nstubs)
         /* Each device's average is read once: stubs write them as chunks
          * end, so every read may cost a cache miss. */
         const pm__model_dev_t *last = NULL;
+        int devices = 0;
         for (int s = 0; s < nstubs; s++) {
             if (!pm__task_runnable_on(t, &pm__rt.stubs[s]))
                 continue;
             t->sched->cpu_only &= on_cpu(s);
             const pm__model_dev_t *d = pm__model_dev_of(t->cbs.model, s);
-            if (d == last) /* NULL: nothing known */
+            if (d == last && devices > 0)
                 continue;
+            devices++;
             last = d;
             double ns = pm__model_ns(t->cbs.model, s) * (double)t->grain;
             if (ns > 0 && (t->sched->model_least == 0 || ns < t->sched->model_least))
                 t->sched->model_least = ns;
         }
+        t->sched->one_device = devices == 1;
     }
     if (w != few)
         free(w);
@@ -293,7 +296,8 @@ static bool pull_take(pm__task_t *t, int stub, uint64_t *chunk)
     bool pay = probing || pays(t, st->nstubs, stub, pm__ranges_left(t), st->left,
                                copy_back_ns(t, st->nstubs, st->in_place), NULL);
     bool got = pay && take_any(t, stub, chunk);
-    atomic_store(&st->left[stub], !got);
+    if (atomic_load_explicit(&st->left[stub], memory_order_relaxed) != !got) /* a line all write */
+        atomic_store(&st->left[stub], !got);
     /* A stub that declines must not leave chunks nobody takes: stubs judge
      * each other by a model that moves while they look, so all could
      * decline at once and sleep. Each one that declines first says so, then
