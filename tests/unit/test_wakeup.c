@@ -10,7 +10,11 @@
  * Tasks the model knows to be short wake fewer stubs, and a chunk that runs
  * long wakes the rest.
  */
+#define _GNU_SOURCE /* sched_getaffinity */
 #include "testutil.h"
+
+#include <sched.h>
+#include <stdio.h>
 
 #include "core/internal.h"
 
@@ -93,6 +97,54 @@ START_TEST(test_short_tasks_wake_few_stubs)
 }
 END_TEST
 
+/* Stub threads may be bound to cores of their own (PMLIB_BIND): each
+ * subtask records how many CPUs the thread running it may use. */
+#define MAX_STUBS 256
+static atomic_int cpus_of[MAX_STUBS];
+
+static int affinity_cpu(const pm_subtask_info_t *info)
+{
+    cpu_set_t set;
+    if (info->stub >= 0 && info->stub < MAX_STUBS && sched_getaffinity(0, sizeof set, &set) == 0)
+        atomic_store(&cpus_of[info->stub], CPU_COUNT(&set));
+    return 0;
+}
+
+/* Runs one subtask per stub, each on its own stub, with PMLIB_NCPU=ncpu
+ * and PMLIB_BIND=bind; how many CPUs stub `stub` could use. */
+static int cpus_seen(int ncpu, const char *bind, int stub)
+{
+    char n[16];
+    pm_task_desc_t desc;
+    snprintf(n, sizeof n, "%d", ncpu);
+    ck_assert_int_eq(setenv("PMLIB_BIND", bind, 1), 0);
+    tu_init_ncpu(n);
+    tu_register("affinity", NULL, affinity_cpu);
+    tu_desc(&desc, "affinity", (uint64_t)ncpu);
+    desc.sched = PM_SCHED_STATIC_EQUAL;
+    for (int i = 0; i < MAX_STUBS; i++)
+        atomic_store(&cpus_of[i], 0);
+    ck_assert_int_eq(tu_run(&desc), PM_OK);
+    ck_assert_int_eq(pm_finalize(), PM_OK);
+    return atomic_load(&cpus_of[stub]);
+}
+
+START_TEST(test_stubs_bound_when_cores_allow)
+{
+    cpu_set_t mask;
+    ck_assert_int_eq(sched_getaffinity(0, sizeof mask, &mask), 0);
+    int cores = CPU_COUNT(&mask);
+    /* One stub always fits: bound to one core; not bound when told not to. */
+    ck_assert_int_eq(cpus_seen(1, "1", 0), 1);
+    ck_assert_int_eq(cpus_seen(1, "0", 0), cores);
+    /* More stubs than cores: never bound, even when asked. */
+    if (cores + 1 <= MAX_STUBS) {
+        ck_assert_int_eq(cpus_seen(cores + 1, "1", 0), cores);
+        ck_assert_int_eq(cpus_seen(cores + 1, "1", cores), cores);
+    }
+}
+END_TEST
+
 static Suite *wakeup_suite(void)
 {
     Suite *s = suite_create("wakeup");
@@ -101,6 +153,7 @@ static Suite *wakeup_suite(void)
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, test_static_one_chunk_all_asleep);
     tcase_add_test(tc, test_short_tasks_wake_few_stubs);
+    tcase_add_test(tc, test_stubs_bound_when_cores_allow);
     suite_add_tcase(s, tc);
     return s;
 }
