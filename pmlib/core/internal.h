@@ -650,6 +650,8 @@ extern _Thread_local pm__stub_t *pm__self_stub;
 /* Polls `done` (an atomic flag or state) for up to PMLIB_SPIN_US before
  * the caller sleeps; true if it became true. */
 bool pm__spin_until(bool (*done)(const void *arg), const void *arg);
+/* The same for at most ns nanoseconds. */
+bool pm__spin_for(bool (*done)(const void *arg), const void *arg, uint64_t ns);
 
 extern pm__runtime_t pm__rt;
 

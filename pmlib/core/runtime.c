@@ -47,11 +47,16 @@ static inline void pm__cpu_relax(void)
 
 bool pm__spin_until(bool (*done)(const void *arg), const void *arg)
 {
+    return pm__spin_for(done, arg, pm__rt.spin_ns);
+}
+
+bool pm__spin_for(bool (*done)(const void *arg), const void *arg, uint64_t ns)
+{
     if (done(arg))
         return true;
-    if (pm__rt.spin_ns == 0)
+    if (ns == 0)
         return false;
-    double until = pm__now() + (double)pm__rt.spin_ns * 1e-9;
+    double until = pm__now() + (double)ns * 1e-9;
     for (unsigned i = 1;; i++) {
         if (pm__rt.crowded)
             sched_yield(); /* a thread with work may need this core */
