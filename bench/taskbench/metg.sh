@@ -34,6 +34,8 @@
 #   MPIEXEC   [mpiexec]
 #   LIMIT     [300]     seconds one run may take before it counts as failed
 #   OUT_DIR   [bench/taskbench/build]  where build.sh wrote `programs`
+#   PMLIB_MODEL_DIR [a folder per system and pattern in LOG_DIR]  pmlib's
+#             performance model files (off: none)
 #   ANALYZE   [unset]   a results.tsv (or several, space-separated) of earlier
 #             runs: skip the runs and print the table of those results
 #
@@ -42,7 +44,7 @@
 set -u
 
 case ${1:-} in
-  -h|--help) sed -n '2,41p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h|--help) sed -n '2,43p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
   -*) echo "metg.sh: error: unknown option '$1' (try --help)" >&2; exit 2 ;;
 esac
 
@@ -94,10 +96,16 @@ run() {
       stubs=${ranks#*x}
       ranks=${ranks%x*}
       p=$(prog pmlib)
+      # pmlib's performance model is kept in a folder of this series (one
+      # system and pattern, all grains), unless PMLIB_MODEL_DIR is set: a
+      # model left by another pattern or an earlier run would seed it.
+      md=${PMLIB_MODEL_DIR:-}
+      [ -n "$md" ] || { md=$LOG_DIR/model-$sys-$pat; mkdir -p "$md"; }
       if [ "$ranks" -eq 1 ]; then
-        PMLIB_NCPU=$stubs timeout "$LIMIT" "$p" "$@"
+        PMLIB_MODEL_DIR=$md PMLIB_NCPU=$stubs timeout "$LIMIT" "$p" "$@"
       else
-        PMLIB_NCPU=$stubs timeout "$LIMIT" "$MPIEXEC" --oversubscribe -n "$ranks" -x PMLIB_NCPU "$p" "$@"
+        PMLIB_MODEL_DIR=$md PMLIB_NCPU=$stubs timeout "$LIMIT" "$MPIEXEC" --oversubscribe -n "$ranks" \
+          -x PMLIB_NCPU -x PMLIB_MODEL_DIR "$p" "$@"
       fi ;;
     mpi)
       timeout "$LIMIT" "$MPIEXEC" --oversubscribe -n "$CORES" "$(prog mpi)" "$@" ;;
