@@ -440,13 +440,15 @@ static pm__task_t *idle(pm__stub_t *s, uint64_t wait_ns)
         }
         unpoll_locked(s, kind);
         atomic_store(&s->parked, false);
-        if (wait_ns > 0 && wait_ns <= spell)
-            wait_ns = UINT64_MAX; /* the copy is due: look now */
-        else if (wait_ns > 0)
+        if (wait_ns > 0 && wait_ns <= spell) { /* the copy is due: look now */
+            pthread_mutex_unlock(&pm__rt.ready_lock);
+            return NULL;
+        }
+        if (wait_ns > 0)
             wait_ns -= spell;
     }
     /* Work is added under the ready lock, which the wait releases. */
-    if (wait_ns != UINT64_MAX && !atomic_load(&pm__rt.shutdown) && atomic_load(&pm__rt.work_gen) == gen) {
+    if (!atomic_load(&pm__rt.shutdown) && atomic_load(&pm__rt.work_gen) == gen) {
         pm__rt.parked[kind]++;
         atomic_store(&s->parked, true);
         if (wait_ns == 0 && kind == 0 && pm__guard_any())
