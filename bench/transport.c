@@ -106,10 +106,12 @@ static void pm_request(uint64_t n)
     atomic_store(&landed, 0);
     pm__comm_expect(1);
     pm__comm_send(0, PM__TAG_PING, &b);
-    /* As a stub waits for its inputs: a short spin, then sleep. */
+    /* As a stub waits for its inputs: a short spin, making progress itself
+     * where ranks have one core each (pm__comm_poll), then sleep. */
     double t0 = pm__now();
     while (!atomic_load(&landed) && pm__now() - t0 < 50e-6)
-        sched_yield();
+        if (pm__comm_poll() == 0)
+            sched_yield();
     pthread_mutex_lock(&lock);
     while (!atomic_load(&landed))
         pthread_cond_wait(&cv, &lock);

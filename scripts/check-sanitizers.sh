@@ -17,13 +17,13 @@ run() {
   ./configure -q --enable-sanitizers="$san" --without-cuda --disable-static
   make -j"$jobs" >/dev/null
   # Under mpiexec, Open MPI (not built with sanitizers) keeps allocations
-  # until exit in plug-ins it has unloaded, and its PMIx and TCP plug-ins
-  # lock in ways ThreadSanitizer reports; none of it is pmlib's. Ranks run
-  # with leak checks and thread reports off; every test still checks its
-  # results, and the same code runs fully checked on one host.
+  # until exit in plug-ins it has unloaded, and its plug-ins lock in ways
+  # ThreadSanitizer reports; none of it is pmlib's. Ranks run with leak
+  # checks off and with thread reports that involve Open MPI suppressed
+  # (tests/tsan-openmpi.supp): races between pmlib's own threads still fail.
   mkdir -p shim
   real=$(command -v mpiexec)
-  printf '#!/bin/sh\nASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0" TSAN_OPTIONS="$TSAN_OPTIONS:report_bugs=0" exec %s "$@"\n' "$real" > shim/mpiexec
+  printf '#!/bin/sh\nASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0" TSAN_OPTIONS="$TSAN_OPTIONS:suppressions=%s" exec %s "$@"\n' "$top/tests/tsan-openmpi.supp" "$real" > shim/mpiexec
   chmod +x shim/mpiexec
   PATH="$PWD/shim:$PATH"
   export PATH

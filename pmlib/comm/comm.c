@@ -48,7 +48,17 @@ static struct {
     double *last_heard;
     double last_beat;
     double host_timeout;
+    /* Whether idle stubs make progress themselves (pm__comm_poll): where a
+     * rank has one core for its stubs, its comm thread and its stub take
+     * turns on it, and each message otherwise waits for that turn. */
+    atomic_bool stub_polls;
 } C;
+
+/* One thread at a time sends, receives and runs the handlers: the comm
+ * thread, or a stub in pm__comm_poll or pm__comm_hand_over (MPI is
+ * initialized MPI_THREAD_SERIALIZED). It guards the started sends (C.fl),
+ * the payload streams (bulk.c) and C.last_heard. */
+static pthread_mutex_t progress = PTHREAD_MUTEX_INITIALIZER;
 
 static pm__handler_fn handlers[PM__TAG_LAST - PM__TAG_TASK] = {
     [PM__TAG_TASK - PM__TAG_TASK] = pm__proto_on_task,
@@ -193,10 +203,17 @@ void pm__comm_send(int dest, int tag, pm__wbuf_t *msg)
  * up the messages queued before it (seconds). */
 #define PM__HAND_OVER_MAX 50e-6
 
+static int start_sends(void);
+
 void pm__comm_hand_over(void)
 {
     if (!pm__rt.crowded || !C.running || !atomic_load_explicit(&C.queued, memory_order_relaxed))
         return;
+    if (atomic_load_explicit(&C.stub_polls, memory_order_relaxed) && pthread_mutex_trylock(&progress) == 0) {
+        start_sends(); /* the stub sends them itself */
+        pthread_mutex_unlock(&progress);
+        return;
+    }
     double until = pm__now() + PM__HAND_OVER_MAX;
     do
         sched_yield();
@@ -499,10 +516,10 @@ static void heartbeat(void)
  * not to take a core from a stub (polling cost 2 ranks of 8 stubs on 16
  * cores 15 to 40%). Otherwise, after the spell, naps grow to 1 ms, and
  * after a second to 5 ms. */
-static double nap_length(double idle)
+static double nap_length(double idle, bool busy)
 {
     const double spin = (double)pm__rt.spin_ns * 1e-9; /* PMLIB_SPIN_US */
-    if (C.nfl > 0 || pm__bulk_busy())
+    if (busy)
         return 0;
     bool crowded = pm__rt.crowded && atomic_load(&C.active) > 0;
     if (crowded && atomic_load_explicit(&pm__rt.spin_room, memory_order_relaxed) <= 0)
@@ -520,10 +537,11 @@ static double nap_length(double idle)
     return idle < spin + PM__IDLE_LONG ? 1e-3 : PM__IDLE_NAP;
 }
 
-/* Naps (a queued send ends the nap at once) or yields the core. */
-static void nap(double idle)
+/* Naps (a queued send ends the nap at once) or yields the core. busy:
+ * sends or payloads in flight. */
+static void nap(double idle, bool busy)
 {
-    double s = nap_length(idle);
+    double s = nap_length(idle, busy);
     if (s <= 0) {
         sched_yield();
         return;
@@ -542,6 +560,28 @@ static void nap(double idle)
     pthread_mutex_unlock(&C.lock);
 }
 
+/* One round: sends, payloads, receives (and their handlers), remote tasks
+ * waiting to start; the count of messages that were work. Progress lock
+ * held. */
+static int round_locked(void)
+{
+    int work = start_sends();
+    work += finish_sends();
+    work += pm__bulk_progress();
+    work += receive();
+    pm__proto_poll();
+    return work;
+}
+
+int pm__comm_poll(void)
+{
+    if (!atomic_load_explicit(&C.stub_polls, memory_order_relaxed) || pthread_mutex_trylock(&progress) != 0)
+        return 0;
+    int work = round_locked();
+    pthread_mutex_unlock(&progress);
+    return work;
+}
+
 static void *comm_main(void *arg)
 {
     pm__internal_thread = 1;
@@ -550,21 +590,25 @@ static void *comm_main(void *arg)
     prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
     double idle_since = pm__now();
     for (;;) {
-        int work = start_sends();
-        work += finish_sends();
-        work += pm__bulk_progress();
-        work += receive();
-        pm__proto_poll();
+        pthread_mutex_lock(&progress);
+        int work = round_locked();
         heartbeat();
+        bool busy = C.nfl > 0 || pm__bulk_busy();
+        pthread_mutex_unlock(&progress);
         pthread_mutex_lock(&C.lock);
         int stop = C.stop;
         pthread_mutex_unlock(&C.lock);
-        if (stop && !sends_pending())
-            break;
+        if (stop) {
+            pthread_mutex_lock(&progress);
+            bool pending = sends_pending();
+            pthread_mutex_unlock(&progress);
+            if (!pending)
+                break;
+        }
         if (work)
             idle_since = pm__now();
         else
-            nap(pm__now() - idle_since);
+            nap(pm__now() - idle_since, busy);
     }
     return NULL;
 }
@@ -622,6 +666,8 @@ int pm__comm_start(const pm__host_info_t *me)
         return PM__FAIL(PM_ENOMEM, "pm_init: cannot start the comm thread");
     pthread_setname_np(C.thread, "pmlib-comm");
     C.running = 1;
+    atomic_store(&C.stub_polls, pm__rt.crowded && atomic_load(&pm__rt.spin_room) <= 0 &&
+                                    pm__env_uint("PMLIB_STUB_POLLS", "0 or 1", 0, 1, 1) != 0);
     return 0;
 }
 
@@ -646,6 +692,7 @@ void pm__comm_shutdown(void)
 
 void pm__comm_finalize(void)
 {
+    atomic_store(&C.stub_polls, false);
     if (C.running) {
         pthread_mutex_lock(&C.lock);
         C.stop = 1;

@@ -774,6 +774,9 @@ static int fetch_begin(pm__task_t *t, uint64_t chunk, pm__fetch_t **out, bool *w
 
 static bool fetch_done(const void *arg)
 {
+    if (__atomic_load_n(&((const pm__fetch_t *)arg)->done, __ATOMIC_ACQUIRE))
+        return true;
+    pm__comm_poll(); /* where the stub may receive the reply itself */
     return __atomic_load_n(&((const pm__fetch_t *)arg)->done, __ATOMIC_ACQUIRE);
 }
 

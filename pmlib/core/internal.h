@@ -546,6 +546,12 @@ void pm__comm_finalize(void);
  * starts there now rather than once the chunk has run (the comm thread
  * may share this core and would get it only then). */
 void pm__comm_hand_over(void);
+/* Where a rank has one core for its stubs (2 ranks on 2 cores): one round
+ * of the comm thread's work (sends, receives and their handlers) run by
+ * the calling stub while it waits, unless another thread is at it; the
+ * messages that were work. Elsewhere 0 at once: the comm thread alone
+ * does it. Call it holding no lock. */
+int pm__comm_poll(void);
 /* Hooks of the task protocol (comm/proto.c). */
 void pm__proto_task_started(pm__task_t *t);     /* host 0: send it to every host */
 void pm__proto_want_work_locked(pm__task_t *t); /* no chunk here: ask other hosts */

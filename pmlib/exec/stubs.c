@@ -387,6 +387,23 @@ static bool poked(const void *arg)
            atomic_load_explicit(&pm__rt.shutdown, memory_order_relaxed);
 }
 
+/* A polling stub's wait where it makes the comm thread's progress itself:
+ * done when poked, or when a message it handled added work (a task from
+ * host 0, a dependency it ended) that may need no poke: the stub that
+ * makes work ready counts itself as one to run it. */
+typedef struct {
+    const pm__stub_t *s;
+    uint64_t gen;
+} poll_wait_t;
+
+static bool poked_or_news(const void *arg)
+{
+    const poll_wait_t *w = arg;
+    if (poked(w->s))
+        return true;
+    return pm__comm_poll() > 0 && atomic_load_explicit(&pm__rt.work_gen, memory_order_acquire) != w->gen;
+}
+
 /* Takes a polling stub off its kind's pollers (ready lock). */
 static void unpoll_locked(pm__stub_t *s, int kind)
 {
@@ -430,7 +447,9 @@ static pm__task_t *idle(pm__stub_t *s, uint64_t wait_ns)
         pthread_mutex_unlock(&pm__rt.ready_lock);
         /* Poked: the poker took it off the pollers, so no lock is needed
          * (many stubs poked at once would queue for it). */
-        if (pm__spin_for(poked, s, spell) && atomic_load_explicit(&s->poke, memory_order_acquire))
+        poll_wait_t w = {s, gen};
+        bool done = pm__rt.nhosts > 1 ? pm__spin_for(poked_or_news, &w, spell) : pm__spin_for(poked, s, spell);
+        if (done && atomic_load_explicit(&s->poke, memory_order_acquire))
             return s->handed;
         pthread_mutex_lock(&pm__rt.ready_lock);
         if (atomic_load_explicit(&s->poke, memory_order_acquire)) { /* poked meanwhile */
