@@ -203,17 +203,25 @@ void pm__comm_send(int dest, int tag, pm__wbuf_t *msg)
  * up the messages queued before it (seconds). */
 #define PM__HAND_OVER_MAX 50e-6
 
-static int start_sends(void);
+static int round_locked(void);
 
 void pm__comm_hand_over(void)
 {
-    if (!pm__rt.crowded || !C.running || !atomic_load_explicit(&C.queued, memory_order_relaxed))
+    if (!pm__rt.crowded || !C.running)
         return;
-    if (atomic_load_explicit(&C.stub_polls, memory_order_relaxed) && pthread_mutex_trylock(&progress) == 0) {
-        start_sends(); /* the stub sends them itself */
-        pthread_mutex_unlock(&progress);
+    /* The stub makes a round itself: it sends what was queued, and what
+     * came meanwhile (reports, requests) is taken up between its chunks
+     * rather than once the system's scheduler preempts it for the comm
+     * thread, which took milliseconds. */
+    if (atomic_load_explicit(&C.stub_polls, memory_order_relaxed)) {
+        if (pthread_mutex_trylock(&progress) == 0) {
+            round_locked();
+            pthread_mutex_unlock(&progress);
+        }
         return;
     }
+    if (!atomic_load_explicit(&C.queued, memory_order_relaxed))
+        return;
     double until = pm__now() + PM__HAND_OVER_MAX;
     do
         sched_yield();

@@ -292,6 +292,7 @@ typedef struct pm__task {
     /* several hosts */
     bool remote;             /* run here on behalf of host 0 */
     uint64_t *host_lo, *host_hi; /* host 0: each host's initial share */
+    double *host_busy;           /* host 0: seconds its share adds to each host's backlog */
     unsigned char *host_fed;     /* host 0, per host (rt lock): 0 no chunk of it, 1 a first
                                   * share, 2 reported one, 3 chunks by stealing, 4 a chunk
                                   * to measure it again (pm__hosts_probe_due) */
@@ -467,6 +468,7 @@ struct pm__stub {
     uint64_t mem_bytes;   /* GPU memory */
     pthread_t thread;
     void *priv;           /* device-specific state */
+    double last_end;      /* when its last chunk of a remote task ended (the stub's own) */
     /* What changes as the stub goes idle, on a cache line of its own (the
      * stubs are allocated aligned), apart from what others read above:
      * whether it is asleep, or polling without a poke (it comes only when

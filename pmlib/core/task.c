@@ -215,7 +215,8 @@ static int split_hosts(pm__task_t *t)
     t->host_lo = calloc((size_t)n, sizeof *t->host_lo);
     t->host_hi = calloc((size_t)n, sizeof *t->host_hi);
     t->host_fed = calloc((size_t)n, sizeof *t->host_fed);
-    if (t->host_lo == NULL || t->host_hi == NULL || t->host_fed == NULL)
+    t->host_busy = calloc((size_t)n, sizeof *t->host_busy);
+    if (t->host_lo == NULL || t->host_hi == NULL || t->host_fed == NULL || t->host_busy == NULL)
         return PM_ENOMEM;
     double total = 0, acc = 0;
     for (int h = 0; h < n; h++)
@@ -324,9 +325,12 @@ static void split_hosts_by_cost(pm__task_t *t)
             probe_split(t);
         goto out;
     }
-    lat[0] = 0;
+    /* Each host starts once the work placed on it before is done: tasks
+     * that run at once (independent ones, or one chunk each) spread over
+     * the hosts instead of queueing on host 0. */
+    lat[0] = pm__hosts_backlog(0);
     for (int h = 1; h < n; h++)
-        lat[h] = pm__hosts_cost(t, h, false, &rate[h]);
+        lat[h] = pm__hosts_cost(t, h, false, &rate[h]) + pm__hosts_backlog(h);
     pm__split_by_cost(n, lat, rate, t->nchunks, count);
     t->hosts_by_cost = true;
     uint64_t lo = 0;
@@ -343,6 +347,8 @@ static void split_hosts_by_cost(pm__task_t *t)
     for (int h = 0; h < n; h++) {
         t->host_lo[h] = lo;
         t->host_hi[h] = lo += count[h];
+        t->host_busy[h] = count[h] > 0 && rate[h] > 0 ? (double)count[h] / rate[h] : 0;
+        pm__hosts_backlog_add(h, t->host_busy[h]);
     }
     pm__debug("task %llu: %llu of %llu chunks stay on host 0 (%.3g bytes per chunk, %.3g read by all; "
               "host 1 %.3g s away)", (unsigned long long)t->seq, (unsigned long long)count[0],
@@ -492,6 +498,7 @@ static void task_free(pm__task_t *t)
     free(t->host_lo);
     free(t->host_hi);
     free(t->host_fed);
+    free(t->host_busy);
     free(t->xbytes);
     if (t->subs_set != NULL) {
         pm__subs_release(t);
@@ -1285,6 +1292,11 @@ static void release_locked(pm__task_t *t)
     pm__task_unready(t);
     tlist_remove(&pm__rt.active, t, ACTIVE_LINK);
     seq_remove_locked(t);
+    if (t->host_busy != NULL)
+        for (int h = 0; h < pm__rt.nhosts; h++) {
+            pm__hosts_backlog_add(h, -t->host_busy[h]);
+            t->host_busy[h] = 0;
+        }
     __atomic_sub_fetch(&pm__rt.nactive_local, 1, __ATOMIC_RELEASE);
     for (int i = 0; i < t->ndependents; i++)
         if (--t->dependents[i]->ndeps == 0)

@@ -280,13 +280,20 @@ static void run_loop(pm__stub_t *s, pm__task_t *t, uint64_t k)
         bool more;
         pm__fetch_t *next_fetch = NULL;
         if (t->remote) {
+            /* Host 0 takes what its first report of the task adds to
+             * running the chunk for the cost of involving this host; the
+             * time the task waited here behind this stub's chunks of
+             * earlier tasks is not part of it. */
+            const double queued = s->last_end > t->t_submit ? s->last_end - t->t_submit : 0;
             int rc = pm__proto_before_chunk(t, k, fetch);
             more = take_next(s, t, &next, &next_fetch);
             if (rc == 0) {
                 double r0 = pm__now();
                 s->ops->run_chunk(s, t, k);
-                ran_ns = (uint64_t)((pm__now() - r0) * 1e9) + 1;
+                s->last_end = pm__now();
+                ran_ns = (uint64_t)((s->last_end - r0) * 1e9) + 1;
                 average_in(&t->counts[s->index].run_ns, ran_ns);
+                ran_ns += (uint64_t)(queued * 1e9);
             }
         } else if (t->home_dir) {
             /* Host 0 with ranges of a lazy memory on other hosts: fetch

@@ -10,6 +10,7 @@
  * it out of, and after how many it gets a chunk anyway. */
 static struct host_cost {
     double overhead;
+    double backlog; /* seconds of placed work of unfinished tasks */
     uint32_t left_out, probe_after, samples;
 } *hc;
 static int nhc;
@@ -73,6 +74,17 @@ void pm__hosts_note_overhead(int h, double seconds, bool only_lower)
     double *o = &hc[h].overhead;
     if (seconds < *o || !only_lower)
         *o = fmin(*o + (seconds - *o) / 8, fmax(2 * *o, 1e-6));
+}
+
+void pm__hosts_backlog_add(int h, double seconds)
+{
+    if (h >= 0 && h < nhc && isfinite(seconds))
+        hc[h].backlog += seconds;
+}
+
+double pm__hosts_backlog(int h)
+{
+    return h >= 0 && h < nhc && hc[h].backlog > 0 ? hc[h].backlog : 0;
 }
 
 double pm__hosts_overhead(int h)

@@ -37,6 +37,14 @@ void pm__hosts_seed_overhead(int h, double seconds);
 void pm__hosts_note_overhead(int h, double seconds, bool only_lower);
 double pm__hosts_overhead(int h);
 
+/* Host 0 (runtime lock): the work placed on host h by the costs and not
+ * yet finished, in seconds of its devices' time: a task placed adds what
+ * its share takes there, and takes it back when it ends. Where several
+ * tasks run at once, a host busy with earlier ones starts a new one's
+ * chunks only that much later. */
+void pm__hosts_backlog_add(int h, double seconds);
+double pm__hosts_backlog(int h);
+
 /* Host 0, after the costs gave host h chunks of a task (fed) or none:
  * whether h should get one anyway so that its overhead is measured again.
  * True after 16 tasks in a row without chunks, then after 32, and so on
