@@ -203,8 +203,6 @@ void pm__comm_send(int dest, int tag, pm__wbuf_t *msg)
  * up the messages queued before it (seconds). */
 #define PM__HAND_OVER_MAX 50e-6
 
-static int round_locked(void);
-
 void pm__comm_hand_over(void)
 {
     if (!pm__rt.crowded || !C.running)
@@ -214,10 +212,7 @@ void pm__comm_hand_over(void)
      * rather than once the system's scheduler preempts it for the comm
      * thread, which took milliseconds. */
     if (atomic_load_explicit(&C.stub_polls, memory_order_relaxed)) {
-        if (pthread_mutex_trylock(&progress) == 0) {
-            round_locked();
-            pthread_mutex_unlock(&progress);
-        }
+        pm__comm_poll();
         return;
     }
     if (!atomic_load_explicit(&C.queued, memory_order_relaxed))
