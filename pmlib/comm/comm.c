@@ -578,7 +578,9 @@ static int round_locked(void)
 
 int pm__comm_poll(void)
 {
-    if (!atomic_load_explicit(&C.stub_polls, memory_order_relaxed) || pthread_mutex_trylock(&progress) != 0)
+    /* Acquire: a stub that sees the flag also sees the comm state that
+     * pm__comm_start set up before it (stubs start first). */
+    if (!atomic_load_explicit(&C.stub_polls, memory_order_acquire) || pthread_mutex_trylock(&progress) != 0)
         return 0;
     int work = round_locked();
     pthread_mutex_unlock(&progress);
