@@ -22,7 +22,8 @@
 # Environment (defaults in brackets):
 #   PATTERNS  [trivial stencil_1d nearest all_to_all]
 #   SYSTEMS   [pmlib-1x2 pmlib-2x1 mpi openmp starpu]  (the pmlib-RxS names
-#             mean R ranks of S stubs; any RxS works)
+#             mean R ranks of S stubs; any RxS works; pmlib-RxS-point runs
+#             pmlib_tb's point mapping, one pmlib task per point)
 #   CORES     [nproc]   cores of the machine; also the graph width (WIDTH)
 #   WIDTH     [CORES]   points per timestep
 #   STEPS     [1000]    timesteps
@@ -44,7 +45,7 @@
 set -u
 
 case ${1:-} in
-  -h|--help) sed -n '2,43p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h|--help) sed -n '2,44p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
   -*) echo "metg.sh: error: unknown option '$1' (try --help)" >&2; exit 2 ;;
 esac
 
@@ -93,6 +94,9 @@ run() {
   case $sys in
     pmlib-*x*)
       ranks=${sys#pmlib-}
+      case $ranks in
+        *-point) ranks=${ranks%-point}; set -- "$@" -pm-mapping point ;;
+      esac
       stubs=${ranks#*x}
       ranks=${ranks%x*}
       p=$(prog pmlib)
