@@ -351,8 +351,8 @@ static void split_hosts_by_cost(pm__task_t *t)
         pm__hosts_backlog_add(h, t->host_busy[h]);
     }
     pm__debug("task %llu: %llu of %llu chunks stay on host 0 (%.3g bytes per chunk, %.3g read by all; "
-              "host 1 %.3g s away)", (unsigned long long)t->seq, (unsigned long long)count[0],
-              (unsigned long long)t->nchunks, cb.in + cb.out, cb.common, lat[1]);
+              "host 0 busy %.3g s, host 1 %.3g s away)", (unsigned long long)t->seq, (unsigned long long)count[0],
+              (unsigned long long)t->nchunks, cb.in + cb.out, cb.common, lat[0], lat[1]);
 out:
     if (t->host_lo[0] != t->lo || t->host_hi[0] != t->hi) {
         t->policy->fini(t);
@@ -1039,18 +1039,22 @@ static void make_ready_locked(pm__task_t *t, bool at_submit)
 }
 
 /*
- * A task of at most this many subtasks on one host gets its subscriptions
- * from the submitting thread, outside the runtime lock and while the tasks
- * before it still run, instead of a subscribe pass by the stubs once it is
- * ready: that pass costs a round of wake-ups and hand-outs per task, far
- * more than a few callbacks. Not for PM_TASK_FRESH_SUBSCRIPTIONS: such a
- * callback may answer from what earlier tasks leave behind.
+ * A task of at most this many subtasks gets its subscriptions from the
+ * submitting thread, outside the runtime lock and while the tasks before it
+ * still run, instead of a subscribe pass by the stubs once it is ready:
+ * that pass costs a round of wake-ups and hand-outs per task, far more than
+ * a few callbacks. On several hosts it also lets host 0 place the task
+ * among the hosts as soon as it is ready: after a pass by host 0's stubs
+ * the placement would run only when one of them is free, and so would
+ * always find host 0 idle and keep independent tasks there. Not for
+ * PM_TASK_FRESH_SUBSCRIPTIONS: such a callback may answer from what
+ * earlier tasks leave behind.
  */
 #define PM__SUBSCRIBE_AT_SUBMIT 64
 
 static bool subscribe_at_submit(const pm__task_t *t)
 {
-    return t->chunk_subs != NULL && !t->prepared && pm__rt.nhosts == 1 &&
+    return t->chunk_subs != NULL && !t->prepared &&
            t->desc.subtasks <= PM__SUBSCRIBE_AT_SUBMIT && !(t->desc.flags & PM_TASK_FRESH_SUBSCRIPTIONS);
 }
 
