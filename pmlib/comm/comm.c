@@ -203,7 +203,7 @@ void pm__comm_send(int dest, int tag, pm__wbuf_t *msg)
  * up the messages queued before it (seconds). */
 #define PM__HAND_OVER_MAX 50e-6
 
-static int round_locked(void);
+static int stub_round(bool wait_for_queued);
 
 void pm__comm_hand_over(void)
 {
@@ -213,7 +213,7 @@ void pm__comm_hand_over(void)
      * came meanwhile (reports, requests) is taken up between its chunks
      * rather than once the system's scheduler preempts it for the comm
      * thread, which took milliseconds. */
-    if (atomic_load_explicit(&C.stub_polls, memory_order_relaxed)) {
+    if (atomic_load_explicit(&C.stub_polls, memory_order_acquire)) {
         /* Where the comm thread is in a round, it may have passed its
          * sends already: what is queued (another host's share of the task
          * this chunk belongs to) would then wait until the system
@@ -221,13 +221,7 @@ void pm__comm_hand_over(void)
          * timesteps of two 146 us chunks took 340 us instead of 160 in
          * whole runs). So the stub waits for that round to end and sends
          * itself. */
-        if (pthread_mutex_trylock(&progress) != 0) {
-            if (!atomic_load_explicit(&C.queued, memory_order_relaxed))
-                return;
-            pthread_mutex_lock(&progress);
-        }
-        round_locked();
-        pthread_mutex_unlock(&progress);
+        stub_round(true);
         return;
     }
     if (!atomic_load_explicit(&C.queued, memory_order_relaxed))
@@ -591,15 +585,25 @@ static int round_locked(void)
     return work;
 }
 
-int pm__comm_poll(void)
+/* A stub's round, where stubs make progress (the caller read C.stub_polls
+ * with acquire order, so it sees the comm state pm__comm_start set up
+ * before the flag; stubs start first). None while another thread makes
+ * one, unless wait_for_queued and sends are queued: then after it. */
+static int stub_round(bool wait_for_queued)
 {
-    /* Acquire: a stub that sees the flag also sees the comm state that
-     * pm__comm_start set up before it (stubs start first). */
-    if (!atomic_load_explicit(&C.stub_polls, memory_order_acquire) || pthread_mutex_trylock(&progress) != 0)
-        return 0;
+    if (pthread_mutex_trylock(&progress) != 0) {
+        if (!wait_for_queued || !atomic_load_explicit(&C.queued, memory_order_relaxed))
+            return 0;
+        pthread_mutex_lock(&progress);
+    }
     int work = round_locked();
     pthread_mutex_unlock(&progress);
     return work;
+}
+
+int pm__comm_poll(void)
+{
+    return atomic_load_explicit(&C.stub_polls, memory_order_acquire) ? stub_round(false) : 0;
 }
 
 static void *comm_main(void *arg)
