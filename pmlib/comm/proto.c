@@ -49,6 +49,7 @@ static void send_task(const pm__task_t *t, int h)
     pm__wbuf_i32(&b, t->desc.devices);
     pm__wbuf_u64(&b, t->host_lo[h]);
     pm__wbuf_u64(&b, t->host_hi[h]);
+    pm__wbuf_i32(&b, t->no_grants);
     pm__data_put_push(&b, t, h);
     pm__comm_send(h, PM__TAG_TASK, &b);
 }
@@ -139,7 +140,7 @@ static void send_drained_locked(pm__task_t *t);
 
 /* Reads a task message into a descriptor; mirrors for its memories. */
 static int read_task(pm__rbuf_t *m, uint64_t *seq, char *name, pm_task_desc_t *d,
-                     pm__memory_t **mems, uint32_t *lazy, uint64_t *lo, uint64_t *hi)
+                     pm__memory_t **mems, uint32_t *lazy, uint64_t *lo, uint64_t *hi, bool *no_grants)
 {
     pm__holders_t away = {0};
     int rc = 0;
@@ -177,6 +178,7 @@ static int read_task(pm__rbuf_t *m, uint64_t *seq, char *name, pm_task_desc_t *d
     d->devices = pm__rbuf_i32(m);
     *lo = pm__rbuf_u64(m);
     *hi = pm__rbuf_u64(m);
+    *no_grants = pm__rbuf_i32(m) != 0;
     d->callbacks = name;
     return m->bad ? PM_EINVAL : 0;
 }
@@ -196,8 +198,9 @@ static void start_remote_task(pm__rbuf_t *m)
     pm__memory_t *mems[PM_MAX_TASK_MEMORIES];
     uint64_t seq, lo, hi;
     uint32_t lazy;
+    bool no_grants = false;
     pm__task_t *t = NULL;
-    int rc = read_task(m, &seq, name, &d, mems, &lazy, &lo, &hi);
+    int rc = read_task(m, &seq, name, &d, mems, &lazy, &lo, &hi, &no_grants);
     if (rc != 0) {
         snprintf(why, sizeof why, "host %d could not read the task (%s)", pm__rt.host, pm_strerror(rc));
         goto nack;
@@ -213,6 +216,7 @@ static void start_remote_task(pm__rbuf_t *m)
     if (rc == 0) {
         t->seq = seq;
         t->remote = true;
+        t->no_grants = no_grants;
         t->lazy_mask = lazy;
         t->lo = lo;
         t->hi = hi;
@@ -354,12 +358,25 @@ static double stubs_rate(const pm__task_t *t, bool run_only)
     return rate;
 }
 
+/* Whether asking host v for chunks of t may pay: not host 0 once it said
+ * it grants no more of them. */
+static bool may_ask(const pm__task_t *t, int v)
+{
+    return v != pm__rt.host && !(v == 0 && t->no_grants);
+}
+
+static void drain_locked(pm__task_t *t);
+
 static void ask_next_victim_locked(pm__task_t *t)
 {
     int n = pm__rt.nhosts;
     int v = (t->steal_victim + 1) % n;
-    if (v == pm__rt.host)
+    for (int i = 0; i < n && !may_ask(t, v); i++)
         v = (v + 1) % n;
+    if (!may_ask(t, v)) { /* none left to ask (the callers count them) */
+        drain_locked(t);
+        return;
+    }
     t->steal_victim = v;
     t->steal_pending = 1;
     /* With the chunks per second this host's stubs run in the task, not
@@ -435,8 +452,14 @@ void pm__proto_want_work_locked(pm__task_t *t)
             drain_locked(t);
         return;
     }
-    if (t->steal_tried == 0)
+    if (t->steal_tried == 0) {
         t->steal_victim = pm__rt.host;
+        t->steal_tried = pm__rt.host != 0 && t->no_grants; /* host 0 counts as asked */
+    }
+    if (t->steal_tried >= pm__rt.nhosts - 1) {
+        drain_locked(t);
+        return;
+    }
     ask_next_victim_locked(t);
 }
 
@@ -547,7 +570,9 @@ void pm__proto_on_steal_req(int src, pm__rbuf_t *m)
     pm__task_t *t = pm__task_find_locked(seq);
     if (t != NULL && t->state == PM__TASK_RUN && t->sched != NULL && !t->drain_sent &&
         t->desc.sched == PM_SCHED_PULL) {
-        uint64_t max = pm__rt.host == 0 && t->host_fed != NULL ? grant_locked(t, src, theirs) : UINT64_MAX;
+        uint64_t max = pm__rt.host != 0 || t->host_fed == NULL ? UINT64_MAX
+                       : t->no_grants                         ? 0
+                                                              : grant_locked(t, src, theirs);
         if (max > 0 && pm__ranges_give(t, max, &lo, &hi)) {
             if (t->host_fed != NULL && !t->host_fed[src])
                 t->host_fed[src] = 3; /* fed by stealing: its first report is no sample */

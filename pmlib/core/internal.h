@@ -297,6 +297,7 @@ typedef struct pm__task {
                                   * share, 2 reported one, 3 chunks by stealing, 4 a chunk
                                   * to measure it again (pm__hosts_probe_due) */
     bool hosts_by_cost;          /* host 0: shares by cost; hosts without one never see it */
+    bool no_grants;              /* host 0 grants other hosts no more chunks (told with the task) */
     bool comm_on;                /* host 0: it keeps the comm thread polling (pm__comm_active) */
     double xfer_common, xfer_in, xfer_out; /* host 0: bytes per chunk (sched/hosts.h) */
     int inprogress;          /* rt lock: chunks held by this host's stubs (remote tasks) */

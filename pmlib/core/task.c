@@ -344,6 +344,11 @@ static void split_hosts_by_cost(pm__task_t *t)
             t->host_fed[h] = 4;
         }
     }
+    /* Host 0 idle and keeping no more chunks than its stubs take at once:
+     * none will be left when another host runs dry, so it says so with
+     * the task, and that host ends its share without asking (a round
+     * trip between hosts per task, before the task could end). */
+    t->no_grants = lat[0] <= 0 && (double)count[0] <= host_weight(t, 0);
     for (int h = 0; h < n; h++) {
         t->host_lo[h] = lo;
         t->host_hi[h] = lo += count[h];
