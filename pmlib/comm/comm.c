@@ -52,6 +52,10 @@ static struct {
      * rank has one core for its stubs, its comm thread and its stub take
      * turns on it, and each message otherwise waits for that turn. */
     atomic_bool stub_polls;
+    /* When the last round ended, and how long before this one began
+     * (progress lock): a message received in this round may have waited
+     * that long for it, while the host napped. */
+    double round_end, round_gap;
 } C;
 
 /* One thread at a time sends, receives and runs the handlers: the comm
@@ -577,12 +581,20 @@ static void nap(double idle, bool busy)
  * held. */
 static int round_locked(void)
 {
+    double start = pm__now();
+    C.round_gap = C.round_end > 0 && start > C.round_end ? start - C.round_end : 0;
     int work = start_sends();
     work += finish_sends();
     work += pm__bulk_progress();
     work += receive();
     pm__proto_poll();
+    C.round_end = pm__now();
     return work;
+}
+
+double pm__comm_round_gap(void)
+{
+    return C.round_gap;
 }
 
 /* A stub's round, where stubs make progress (the caller read C.stub_polls

@@ -191,7 +191,7 @@ static int runnable_here(const pm__task_t *t)
     return 0;
 }
 
-static void start_remote_task(pm__rbuf_t *m)
+static void start_remote_task(pm__rbuf_t *m, double late)
 {
     char name[PM__NAME_MAX], why[200];
     pm_task_desc_t d;
@@ -217,6 +217,7 @@ static void start_remote_task(pm__rbuf_t *m)
         t->seq = seq;
         t->remote = true;
         t->no_grants = no_grants;
+        t->woke_late = late;
         t->lazy_mask = lazy;
         t->lo = lo;
         t->hi = hi;
@@ -278,7 +279,7 @@ void pm__proto_on_task(int src, pm__rbuf_t *m)
     }
     pthread_mutex_unlock(&pm__rt.lock);
     if (serving)
-        start_remote_task(m);
+        start_remote_task(m, pm__comm_round_gap());
 }
 
 void pm__proto_serve(void)
@@ -304,7 +305,7 @@ void pm__proto_poll(void)
         if (p == NULL)
             return;
         pm__rbuf_t r = {.p = p->data, .n = p->n};
-        start_remote_task(&r);
+        start_remote_task(&r, 0);
         free(p->data);
         free(p);
     }
@@ -676,7 +677,8 @@ static void put_pieces(pm__wbuf_t *b, pm__task_t *t, uint64_t first, uint64_t la
     pm__unlock(&t->redist_lock);
 }
 
-void pm__proto_after_chunk(pm__task_t *t, uint64_t chunk, pm_device_kind_t kind, uint64_t run_ns)
+void pm__proto_after_chunk(pm__task_t *t, uint64_t chunk, pm_device_kind_t kind, uint64_t run_ns,
+                           uint64_t late_ns)
 {
     uint64_t first, last;
     pm__chunk_span(t, chunk, &first, &last);
@@ -686,6 +688,7 @@ void pm__proto_after_chunk(pm__task_t *t, uint64_t chunk, pm_device_kind_t kind,
     pm__wbuf_u64(&b, last - first);
     pm__wbuf_i32(&b, kind);
     pm__wbuf_u64(&b, run_ns);
+    pm__wbuf_u64(&b, late_ns);
     put_status(&b, t);
     pm__seg_t *segs;
     int nseg;
@@ -766,7 +769,7 @@ void pm__proto_on_chunk_done(int src, pm__rbuf_t *m)
 {
     uint64_t seq = pm__rbuf_u64(m), chunk = pm__rbuf_u64(m), nsub = pm__rbuf_u64(m);
     int32_t kind = pm__rbuf_i32(m);
-    uint64_t run_ns = pm__rbuf_u64(m);
+    uint64_t run_ns = pm__rbuf_u64(m), late_ns = pm__rbuf_u64(m);
     if (m->bad)
         return;
     pthread_mutex_lock(&pm__rt.lock);
@@ -776,11 +779,17 @@ void pm__proto_on_chunk_done(int src, pm__rbuf_t *m)
         /* A host's first report of a task it had a share of from the start:
          * what involving it cost beyond running the chunk and moving its
          * bytes (messages, wake-ups). A host measured again after being
-         * left out was idle and slow to wake: that may only lower it. */
+         * left out was idle and slow to wake: that may only lower it, and
+         * without the nap the task's message may have waited for there.
+         * Else that wait stays in: left out, such a host napped up to
+         * 1 ms between rounds, its probes measured the naps, and it stayed
+         * out for good (Task Bench stencil_1d on 2 ranks x 1 stub ran one
+         * whole run in three or so on host 0 alone, 1.6x slower). */
         bool probe = t->host_fed[src] == 4;
         t->host_fed[src] = 2;
         double moved = (t->xfer_common + t->xfer_in + t->xfer_out) / pm__hosts_bw(src);
-        pm__hosts_note_overhead(src, pm__now() - t->t_start - (double)run_ns * 1e-9 - moved, probe);
+        double late = probe ? (double)late_ns * 1e-9 : 0;
+        pm__hosts_note_overhead(src, pm__now() - t->t_start - (double)run_ns * 1e-9 - moved - late, probe);
     }
     pthread_mutex_unlock(&pm__rt.lock);
     if (t == NULL || chunk >= t->nchunks)

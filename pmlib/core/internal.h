@@ -298,6 +298,7 @@ typedef struct pm__task {
                                   * to measure it again (pm__hosts_probe_due) */
     bool hosts_by_cost;          /* host 0: shares by cost; hosts without one never see it */
     bool no_grants;              /* host 0 grants other hosts no more chunks (told with the task) */
+    double woke_late;            /* another host: how long its task message may have waited there */
     bool comm_on;                /* host 0: it keeps the comm thread polling (pm__comm_active) */
     double xfer_common, xfer_in, xfer_out; /* host 0: bytes per chunk (sched/hosts.h) */
     int inprogress;          /* rt lock: chunks held by this host's stubs (remote tasks) */
@@ -555,6 +556,10 @@ void pm__comm_hand_over(void);
  * messages that were work. Elsewhere 0 at once: the comm thread alone
  * does it. Call it holding no lock. */
 int pm__comm_poll(void);
+/* In a message handler: how long before the round that received the
+ * message the one before it ended (0 while rounds follow each other; the
+ * length of a nap otherwise): the most the message may have waited here. */
+double pm__comm_round_gap(void);
 /* Hooks of the task protocol (comm/proto.c). */
 void pm__proto_task_started(pm__task_t *t);     /* host 0: send it to every host */
 void pm__proto_want_work_locked(pm__task_t *t); /* no chunk here: ask other hosts */
@@ -567,8 +572,10 @@ int pm__proto_before_chunk(pm__task_t *t, uint64_t chunk, pm__fetch_t *started);
 /* Whether every request of a prefetch has landed (or failed): then
  * pm__proto_before_chunk does not wait. */
 bool pm__data_fetched(pm__fetch_t *f);
-/* Remote: reports a chunk that ran `run_ns` (its callbacks, not its waits). */
-void pm__proto_after_chunk(pm__task_t *t, uint64_t chunk, pm_device_kind_t kind, uint64_t run_ns);
+/* Remote: reports a chunk that ran `run_ns` (its callbacks, not its waits),
+ * `late_ns` after the task could have started it (a nap, a stub's wake-up). */
+void pm__proto_after_chunk(pm__task_t *t, uint64_t chunk, pm_device_kind_t kind, uint64_t run_ns,
+                           uint64_t late_ns);
 void pm__proto_task_finished(pm__task_t *t);    /* host 0: tell every host */
 void pm__proto_memory_released(uint64_t handle);
 void pm__proto_serve(void);                     /* other hosts: start running tasks */

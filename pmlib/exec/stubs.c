@@ -238,7 +238,7 @@ static void feed_done(pm__chunk_feed_t *f, uint64_t chunk, double since)
         pm__data_home_wrote(t, chunk);
     atomic_fetch_add(&t->subtasks_done, n);
     if (t->remote)
-        pm__proto_after_chunk(t, chunk, PM_DEVICE_GPU, (uint64_t)(took * 1e9) + 1);
+        pm__proto_after_chunk(t, chunk, PM_DEVICE_GPU, (uint64_t)(took * 1e9) + 1, (uint64_t)(t->woke_late * 1e9));
     else
         pm__task_done(t, 1);
 }
@@ -276,7 +276,7 @@ static void run_loop(pm__stub_t *s, pm__task_t *t, uint64_t k)
             atomic_store(&t->running[s->index], k);
         }
         double t0 = pm__now();
-        uint64_t next = 0, ran_ns = 0;
+        uint64_t next = 0, ran_ns = 0, late_ns = 0;
         bool more;
         pm__fetch_t *next_fetch = NULL;
         if (t->remote) {
@@ -285,6 +285,11 @@ static void run_loop(pm__stub_t *s, pm__task_t *t, uint64_t k)
              * time the task waited here behind this stub's chunks of
              * earlier tasks is not part of it. */
             const double queued = s->last_end > t->t_submit ? s->last_end - t->t_submit : 0;
+            /* How long its message may have waited for a round here, and
+             * then the task for an idle stub to wake: what a probe of a
+             * host left out (and idle) leaves out (comm/proto.c). */
+            const double ready = s->last_end > t->t_submit ? s->last_end : t->t_submit;
+            late_ns = (uint64_t)((t->woke_late + (t0 > ready ? t0 - ready : 0)) * 1e9);
             int rc = pm__proto_before_chunk(t, k, fetch);
             more = take_next(s, t, &next, &next_fetch);
             if (rc == 0) {
@@ -340,7 +345,7 @@ static void run_loop(pm__stub_t *s, pm__task_t *t, uint64_t k)
         }
         atomic_fetch_add(&t->subtasks_done, n);
         if (t->remote)
-            pm__proto_after_chunk(t, k, s->ops->kind, ran_ns);
+            pm__proto_after_chunk(t, k, s->ops->kind, ran_ns, late_ns);
         else
             pm__task_done(t, nk);
         if (!more)

@@ -72,7 +72,9 @@ void pm__hosts_note_overhead(int h, double seconds, bool only_lower)
     if (hc[h].samples++ == 0)
         return;
     double *o = &hc[h].overhead;
-    if (seconds < *o || !only_lower)
+    if (only_lower) /* a probe of a host left out: taken as it is when lower */
+        *o = fmin(*o, seconds);
+    else
         *o = fmin(*o + (seconds - *o) / 8, fmax(2 * *o, 1e-6));
 }
 
