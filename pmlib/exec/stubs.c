@@ -284,11 +284,11 @@ static void run_loop(pm__stub_t *s, pm__task_t *t, uint64_t k)
              * running the chunk for the cost of involving this host; the
              * time the task waited here behind this stub's chunks of
              * earlier tasks is not part of it. */
-            const double queued = s->last_end > t->t_submit ? s->last_end - t->t_submit : 0;
+            const double ready = s->last_end > t->t_submit ? s->last_end : t->t_submit;
+            const double queued = ready - t->t_submit;
             /* How long its message may have waited for a round here, and
              * then the task for an idle stub to wake: what a probe of a
              * host left out (and idle) leaves out (comm/proto.c). */
-            const double ready = s->last_end > t->t_submit ? s->last_end : t->t_submit;
             late_ns = (uint64_t)((t->woke_late + (t0 > ready ? t0 - ready : 0)) * 1e9);
             int rc = pm__proto_before_chunk(t, k, fetch);
             more = take_next(s, t, &next, &next_fetch);
