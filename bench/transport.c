@@ -7,9 +7,13 @@
  * before pmlib starts), then through pmlib's transport (the comm threads,
  * payloads sent from and received into the buffers). For each size: the
  * best of several batches, in GB/s, and pmlib's share of MPI's rate; for
- * 8-byte replies, the round trip in microseconds.
+ * 8-byte replies, the round trip in microseconds. With --pieces P, pmlib's
+ * payloads are P pieces of equal size a piece apart on both sides (the
+ * written ranges of many chunks), weighed against MPI moving the same
+ * bytes in one piece.
  *
  * Run with 2 ranks: mpiexec -n 2 bench/transport [--max MiB] [--compress]
+ *                   [--pieces P]
  */
 #include "config.h"
 
@@ -30,6 +34,22 @@
 static unsigned char *buf;
 static uint64_t max_bytes = (uint64_t)256 << 20;
 static unsigned flags;
+static int npieces = 1;
+
+/* The payload of n bytes: one piece, or npieces pieces a piece apart. */
+static int payload_segs(uint64_t n, pm__seg_t *segs)
+{
+    if (npieces <= 1 || n < (uint64_t)npieces) {
+        segs[0] = (pm__seg_t){buf, n};
+        return 1;
+    }
+    uint64_t each = n / (uint64_t)npieces;
+    for (int i = 0; i < npieces; i++) {
+        uint64_t len = i == npieces - 1 ? n - each * (uint64_t)(npieces - 1) : each;
+        segs[i] = (pm__seg_t){buf + 2 * each * (uint64_t)i, len};
+    }
+    return npieces;
+}
 
 /* ---- plain MPI ------------------------------------------------------------ */
 
@@ -54,6 +74,8 @@ static double mpi_round(int rank, uint64_t n, int iters)
 
 /* ---- pmlib's transport ------------------------------------------------------- */
 
+#define MAX_PIECES 4096
+
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
 static atomic_int landed;
@@ -72,8 +94,9 @@ static void on_ping(int src, pm__rbuf_t *m)
     }
     pm__wbuf_t b = {0};
     pm__wbuf_u64(&b, n);
-    pm__seg_t seg = {buf, n};
-    pm__comm_send_bulk(src, PM__TAG_PONG, &b, &seg, 1, flags, NULL, NULL);
+    pm__seg_t segs[MAX_PIECES];
+    int nseg = payload_segs(n, segs);
+    pm__comm_send_bulk(src, PM__TAG_PONG, &b, segs, nseg, flags, NULL, NULL);
 }
 
 static void reply_landed(void *arg, int status, uint64_t raw, uint64_t wire)
@@ -95,8 +118,9 @@ static void on_pong(int src, pm__rbuf_t *m)
 {
     (void)src;
     uint64_t n = pm__rbuf_u64(m);
-    pm__seg_t seg = {buf, n};
-    pm__comm_recv_bulk(m, &seg, 1, reply_landed, NULL);
+    pm__seg_t segs[MAX_PIECES];
+    int nseg = payload_segs(n, segs);
+    pm__comm_recv_bulk(m, segs, nseg, reply_landed, NULL);
 }
 
 static void pm_request(uint64_t n)
@@ -143,6 +167,8 @@ static void print_table(void)
 {
     printf("transport: host 1 fetches N bytes from host 0 (request, then reply), best of 5 batches%s\n",
            flags ? ", pmlib compressing" : "");
+    if (npieces > 1)
+        printf("pmlib's payloads in %d pieces a piece apart (MPI's in one)\n", npieces);
     printf("%12s %12s %12s %8s\n", "bytes", "MPI", "pmlib", "pmlib/MPI");
     for (int k = 0; k < nsizes; k++) {
         if (sizes[k] < 4096)
@@ -158,14 +184,17 @@ static void print_table(void)
 
 static void usage(void)
 {
-    printf("usage: mpiexec -n 2 transport [--max MIB] [--compress] [--help]\n"
+    printf("usage: mpiexec -n 2 transport [--max MIB] [--compress] [--pieces P] [--help]\n"
            "\n"
            "Host 1 asks host 0 for N bytes and waits for them, for N from 8 bytes\n"
            "and 64 KiB up to --max MiB (default 256): first with MPI_Send/MPI_Recv,\n"
            "then through pmlib's transport. Prints for each size the best of 5\n"
            "batches: MPI's and pmlib's rate in GB/s and pmlib's share of MPI's; for\n"
            "8 bytes, the round trip in microseconds. --compress sends pmlib's\n"
-           "payloads with compression on (the buffer holds a compressible pattern).\n");
+           "payloads with compression on (the buffer holds a compressible pattern).\n"
+           "--pieces P (1 to %d) makes each of pmlib's payloads P pieces of equal\n"
+           "size, a piece apart on both hosts (MPI still moves one piece).\n",
+           MAX_PIECES);
 }
 
 int main(int argc, char **argv)
@@ -173,6 +202,14 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--max") == 0 && i + 1 < argc) {
             max_bytes = strtoull(argv[++i], NULL, 10) << 20;
+        } else if (strcmp(argv[i], "--pieces") == 0 && i + 1 < argc) {
+            char *end;
+            long v = strtol(argv[++i], &end, 10);
+            if (*end != '\0' || v < 1 || v > MAX_PIECES) {
+                fprintf(stderr, "transport: --pieces needs a count from 1 to %d\n", MAX_PIECES);
+                return 2;
+            }
+            npieces = (int)v;
         } else if (strcmp(argv[i], "--compress") == 0) {
             flags = PM__BULK_ZLIB;
         } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
@@ -199,12 +236,14 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return 2;
     }
-    buf = malloc(max_bytes);
+    /* Pieces lie a piece apart: twice the bytes. */
+    uint64_t room = npieces > 1 ? 2 * max_bytes : max_bytes;
+    buf = malloc(room);
     if (buf == NULL) {
         fprintf(stderr, "transport: out of memory for %llu bytes\n", (unsigned long long)max_bytes);
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
-    for (uint64_t i = 0; i < max_bytes; i++) /* compressible, not constant */
+    for (uint64_t i = 0; i < room; i++) /* compressible, not constant */
         buf[i] = (unsigned char)((i / 64) % 7 + (i % 3));
     sizes[nsizes++] = 8;
     for (uint64_t n = 64 << 10; n <= max_bytes && nsizes < NSIZES; n *= 4)
@@ -220,10 +259,11 @@ int main(int argc, char **argv)
         mpi_s[k] = best;
     }
 
-    if (pm_init(&argc, &argv) != 0)
-        MPI_Abort(MPI_COMM_WORLD, 1);
+    /* In place before any message can arrive. */
     pm__comm_handle(PM__TAG_PING, on_ping);
     pm__comm_handle(PM__TAG_PONG, on_pong);
+    if (pm_init(&argc, &argv) != 0)
+        MPI_Abort(MPI_COMM_WORLD, 1);
     if (rank == 1) {
         for (int k = 0; k < nsizes; k++) {
             pm_round(sizes[k], 3);

@@ -9,7 +9,7 @@ MPI_TEST_WRAPPERS = tests/mpi/np1.sh tests/mpi/np2.sh tests/mpi/np3.sh \
 	tests/mpi/transfer.sh tests/mpi/prefetch.sh tests/mpi/fault-transfer.sh \
 	tests/mpi/misuse.sh tests/mpi/fault-recovery.sh \
 	tests/mpi/dependencies.sh tests/mpi/finegrain.sh tests/mpi/idle.sh \
-	tests/mpi/lazy.sh tests/mpi/straggler.sh
+	tests/mpi/lazy.sh tests/mpi/straggler.sh tests/mpi/pieces.sh
 EXTRA_DIST += $(MPI_TEST_WRAPPERS) tests/mpi/mpi-common.sh
 
 if PM_TESTS
@@ -17,7 +17,7 @@ check_PROGRAMS += tests/mpi/test_mpi tests/mpi/fault_callback \
 	tests/mpi/fault_missing tests/mpi/fault_kill tests/mpi/multi_assign \
 	tests/mpi/transfer tests/mpi/prefetch tests/mpi/fault_transfer tests/mpi/misuse \
 	tests/mpi/dependencies tests/mpi/finegrain tests/mpi/idle tests/mpi/lazy \
-	tests/mpi/straggler
+	tests/mpi/straggler tests/mpi/pieces
 TESTS += $(MPI_TEST_WRAPPERS)
 AM_TESTS_ENVIRONMENT += MPIEXEC='$(MPIEXEC)'; export MPIEXEC;
 
@@ -48,6 +48,11 @@ tests_mpi_finegrain_SOURCES = tests/mpi/finegrain.c tests/mpi/mpitest.h
 tests_mpi_finegrain_LDADD = pmlib/libpmlib.la
 tests_mpi_lazy_SOURCES = tests/mpi/lazy.c tests/mpi/mpitest.h
 tests_mpi_lazy_LDADD = pmlib/libpmlib.la
+# It calls the transport itself, so it links the convenience library.
+tests_mpi_pieces_SOURCES = tests/mpi/pieces.c
+tests_mpi_pieces_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/pmlib $(MPI_CFLAGS)
+tests_mpi_pieces_CFLAGS = $(AM_CFLAGS) $(PTHREAD_CFLAGS)
+tests_mpi_pieces_LDADD = pmlib/libpmlib_core.la
 tests_mpi_idle_SOURCES = tests/mpi/idle.c tests/mpi/mpitest.h
 tests_mpi_idle_CFLAGS = $(AM_CFLAGS) $(PTHREAD_CFLAGS)
 tests_mpi_idle_LDADD = pmlib/libpmlib.la $(PTHREAD_LIBS)
