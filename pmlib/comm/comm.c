@@ -586,10 +586,18 @@ static int round_locked(void)
     int work = start_sends();
     work += finish_sends();
     work += pm__bulk_progress();
-    work += receive();
+    int got = receive();
     pm__proto_poll();
+    if (got > 0) {
+        /* What the handlers queued (a reply, a payload) leaves now, and a
+         * payload they began to take is progressed at once, instead of a
+         * round later. */
+        if (atomic_load_explicit(&C.queued, memory_order_relaxed))
+            work += start_sends();
+        work += pm__bulk_progress();
+    }
     C.round_end = pm__now();
-    return work;
+    return work + got;
 }
 
 double pm__comm_round_gap(void)
