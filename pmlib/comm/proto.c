@@ -39,7 +39,7 @@ static void send_task(const pm__task_t *t, int h)
         pm__wbuf_i32(&b, t->desc.mem[m].access);
         pm__wbuf_i32(&b, t->desc.mem[m].reduce);
         pm__wbuf_i32(&b, t->desc.mem[m].type);
-        pm__wbuf_i32(&b, (int32_t)((t->lazy_mask >> m) & 1));
+        pm__wbuf_i32(&b, (int32_t)(((t->lazy_mask >> m) & 1) | (((t->home_mask >> m) & 1) << 1)));
         pm__data_put_away(&b, t->mems[m]);
     }
     pm__wbuf_u64(&b, t->desc.conf_bytes);
@@ -72,8 +72,11 @@ void pm__proto_task_started(pm__task_t *t)
      * hosts hold and record what they write. */
     for (int m = 0; m < t->desc.nmem; m++) {
         if (t->mems[m]->lazy && t->desc.mem[m].reduce == PM_REDUCE_NONE &&
-            (t->desc.mem[m].access & PM_WRITE))
+            (t->desc.mem[m].access & PM_WRITE)) {
             t->lazy_mask |= 1u << m;
+            if (pm__data_home_reads(t->mems[m]))
+                t->home_mask |= 1u << m;
+        }
         if (pm__data_is_away(t->mems[m]))
             t->home_dir = true;
     }
@@ -140,11 +143,12 @@ static void send_drained_locked(pm__task_t *t);
 
 /* Reads a task message into a descriptor; mirrors for its memories. */
 static int read_task(pm__rbuf_t *m, uint64_t *seq, char *name, pm_task_desc_t *d,
-                     pm__memory_t **mems, uint32_t *lazy, uint64_t *lo, uint64_t *hi, bool *no_grants)
+                     pm__memory_t **mems, uint32_t *lazy, uint32_t *home, uint64_t *lo, uint64_t *hi,
+                     bool *no_grants)
 {
     pm__holders_t away = {0};
     int rc = 0;
-    *lazy = 0;
+    *lazy = *home = 0;
     pm_task_desc_init(d);
     *seq = pm__rbuf_u64(m);
     pm__rbuf_str(m, name, PM__NAME_MAX);
@@ -158,7 +162,9 @@ static int read_task(pm__rbuf_t *m, uint64_t *seq, char *name, pm_task_desc_t *d
         d->mem[i].access = pm__rbuf_i32(m);
         d->mem[i].reduce = pm__rbuf_i32(m);
         d->mem[i].type = pm__rbuf_i32(m);
-        *lazy |= (uint32_t)(pm__rbuf_i32(m) & 1) << i;
+        int32_t mode = pm__rbuf_i32(m);
+        *lazy |= (uint32_t)(mode & 1) << i;
+        *home |= (uint32_t)((mode >> 1) & mode & 1) << i;
         rc = m->bad ? PM_EINVAL : pm__data_get_away(m, bytes, &away);
         if (rc == 0) {
             mems[i] = pm__data_mirror(handle, bytes, version, &away);
@@ -197,10 +203,10 @@ static void start_remote_task(pm__rbuf_t *m, double late)
     pm_task_desc_t d;
     pm__memory_t *mems[PM_MAX_TASK_MEMORIES];
     uint64_t seq, lo, hi;
-    uint32_t lazy;
+    uint32_t lazy, home;
     bool no_grants = false;
     pm__task_t *t = NULL;
-    int rc = read_task(m, &seq, name, &d, mems, &lazy, &lo, &hi, &no_grants);
+    int rc = read_task(m, &seq, name, &d, mems, &lazy, &home, &lo, &hi, &no_grants);
     if (rc != 0) {
         snprintf(why, sizeof why, "host %d could not read the task (%s)", pm__rt.host, pm_strerror(rc));
         goto nack;
@@ -219,6 +225,7 @@ static void start_remote_task(pm__rbuf_t *m, double late)
         t->no_grants = no_grants;
         t->woke_late = late;
         t->lazy_mask = lazy;
+        t->home_mask = home;
         t->lo = lo;
         t->hi = hi;
         memcpy(t->mems, mems, sizeof mems[0] * (size_t)d.nmem);

@@ -312,9 +312,12 @@ typedef struct pm__task {
     atomic_uint_fast64_t subtasks_remote, subtasks_remote_gpu, steals_remote, bytes_moved, bytes_sent;
     atomic_uint_fast64_t remote_counts[PM__REMOTE_COUNTS]; /* host 0: summed over hosts */
     /* Lazy memories (comm/data.c): bit m when memory m's writes stay where
-     * written; home_dir (host 0) when a memory of the task had ranges held
-     * by other hosts as it started, so host 0's chunks fetch and record. */
-    uint32_t lazy_mask;
+     * written; in home_mask too when they also go home, where host 0's own
+     * chunks read what other hosts held of that memory before (they will
+     * not wait for it); home_dir (host 0) when a memory of the task had
+     * ranges held by other hosts as it started, so host 0's chunks fetch
+     * and record. */
+    uint32_t lazy_mask, home_mask;
     bool home_dir;
     /* Bytes by host (several hosts; 3 x nhosts): [0, n) what this host
      * received from each host; host 0 also sums the other hosts' reports:
@@ -584,6 +587,8 @@ int pm__data_set_lazy(pm__memory_t *m, bool lazy);
 /* Brings home every range other hosts hold (no task may use m). */
 int pm__data_gather(pm__memory_t *m);
 bool pm__data_is_away(pm__memory_t *m);
+/* Host 0: whether its own chunks read ranges other hosts held of m. */
+bool pm__data_home_reads(pm__memory_t *m);
 /* The program wrote m through its pointer: host 0's bytes are current. */
 void pm__data_forget_away(pm__memory_t *m);
 /* [lo, hi) of m was written on host 0. */
