@@ -184,7 +184,9 @@ PM_EXPORT int pm_memory_release(pm_memory_t memory);
  * ranges a task writes into a lazy memory stay on the hosts whose subtasks
  * wrote them, and travel only to the hosts that read them, fetched from the
  * host that holds them; they come to the submitting host only when its own
- * subtasks read them or the program calls pm_memory_gather(). For
+ * subtasks read them (once they have, later writes to the memory come home
+ * beside each chunk's report, the writer still holding them for the other
+ * hosts) or the program calls pm_memory_gather(). For
  * iterative programs that do not read intermediate results: no host then
  * serves every other host. By default outputs go home, so that after
  * pm_task_wait the submitting host's copy holds them. On one host this
