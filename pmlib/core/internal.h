@@ -589,6 +589,9 @@ int pm__data_gather(pm__memory_t *m);
 bool pm__data_is_away(pm__memory_t *m);
 /* Host 0: whether its own chunks read ranges other hosts held of m. */
 bool pm__data_home_reads(pm__memory_t *m);
+/* Host 0, after its chunk ran: sends what it wrote into lazy memories the
+ * task does not read to the hosts that fetched them from host 0 before. */
+void pm__data_push_wrote(pm__task_t *t, uint64_t chunk);
 /* The program wrote m through its pointer: host 0's bytes are current. */
 void pm__data_forget_away(pm__memory_t *m);
 /* [lo, hi) of m was written on host 0. */
