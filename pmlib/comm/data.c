@@ -1201,29 +1201,24 @@ void pm__data_on_req(int src, pm__rbuf_t *m)
 
 /* ---- host 0's writes pushed to their readers --------------------------------- */
 
-/* The bytes of one push, shared by the hosts it goes to. */
-typedef struct push_buf {
-    atomic_int refs;
-    unsigned char data[];
-} push_buf_t;
-
+/* A push sent: the task that wrote its bytes may end (a later task may
+ * write them again). */
 static void push_sent(void *arg, int status, uint64_t raw, uint64_t wire)
 {
     (void)status;
     (void)raw;
     (void)wire;
-    push_buf_t *pb = arg;
-    if (atomic_fetch_sub(&pb->refs, 1) == 1)
-        free(pb);
+    pm__task_done(arg, 1);
 }
 
 /* Host 0, after its chunk ran: the contiguous ranges it wrote into a lazy
- * memory that the task only writes go to each host that fetched ranges of
- * that memory from host 0 before, as they will again when the next task
- * reads it. They travel from a copy (a later task may write the memory
- * while they are on the wire), counted in this task's bytes as host 0's
- * sending and the host's receiving, and the host keeps them for the
- * version this task makes. Nothing is pushed where memory is short. */
+ * memory that the task only writes go to each host that takes part in the
+ * task and fetched ranges of that memory from host 0 before, as it will
+ * again when the next task reads it. They travel straight from the
+ * memory; the task ends only once they are sent, so no later task writes
+ * them meanwhile. They count in this task's bytes as host 0's sending and
+ * the host's receiving, and the host keeps them for the version this task
+ * makes. */
 void pm__data_push_wrote(pm__task_t *t, uint64_t chunk)
 {
     const pm__chunk_subs_t *cs = t->chunk_subs ? &t->chunk_subs[chunk] : NULL;
@@ -1235,23 +1230,11 @@ void pm__data_push_wrote(pm__task_t *t, uint64_t chunk)
         if (!(r->access & PM_WRITE) || r->count != 1 || r->block == 0 || !((t->lazy_mask >> r->mem) & 1) ||
             (t->desc.mem[r->mem].access & PM_READ) || p == NULL)
             continue;
-        int nto = 0;
-        pthread_mutex_lock(&p->lock);
-        for (int h = 1; p->readers != NULL && h < nh; h++)
-            nto += p->readers[h];
-        pthread_mutex_unlock(&p->lock);
-        if (nto == 0)
-            continue;
-        push_buf_t *pb = malloc(sizeof *pb + r->block);
-        if (pb == NULL)
-            continue;
-        memcpy(pb->data, (const unsigned char *)m->data + r->offset, r->block);
-        atomic_init(&pb->refs, 1); /* this function's, dropped below */
         for (int h = 1; h < nh; h++) {
             pthread_mutex_lock(&p->lock);
             bool reads = p->readers != NULL && p->readers[h];
             pthread_mutex_unlock(&p->lock);
-            if (!reads)
+            if (!reads || !pm__proto_takes_part(t, h))
                 continue;
             pm__wbuf_t b = {0};
             pm__wbuf_u64(&b, m->handle);
@@ -1259,9 +1242,9 @@ void pm__data_push_wrote(pm__task_t *t, uint64_t chunk)
             pm__wbuf_u64(&b, r->offset);
             pm__wbuf_u64(&b, r->block);
             pm__wbuf_u64(&b, t->seq);
-            pm__seg_t seg = {pb->data, r->block};
-            atomic_fetch_add(&pb->refs, 1);
-            pm__comm_send_bulk(h, PM__TAG_PUSH, &b, &seg, 1, 0, push_sent, pb);
+            pm__seg_t seg = {(unsigned char *)m->data + r->offset, r->block};
+            atomic_fetch_add(&t->outstanding, 1); /* this chunk's count holds it above 0 */
+            pm__comm_send_bulk(h, PM__TAG_PUSH, &b, &seg, 1, 0, push_sent, t);
             atomic_fetch_add(&t->bytes_moved, r->block);
             atomic_fetch_add(&t->bytes_sent, r->block);
             if (t->xbytes != NULL) {
@@ -1269,7 +1252,6 @@ void pm__data_push_wrote(pm__task_t *t, uint64_t chunk)
                 atomic_fetch_add(&t->xbytes[2 * nh + h], r->block); /* received by h */
             }
         }
-        push_sent(pb, 0, 0, 0);
     }
 }
 

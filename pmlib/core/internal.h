@@ -565,6 +565,8 @@ int pm__comm_poll(void);
 double pm__comm_round_gap(void);
 /* Hooks of the task protocol (comm/proto.c). */
 void pm__proto_task_started(pm__task_t *t);     /* host 0: send it to every host */
+/* Host 0: whether host h was sent task t (it takes part in it). */
+bool pm__proto_takes_part(const pm__task_t *t, int h);
 void pm__proto_want_work_locked(pm__task_t *t); /* no chunk here: ask other hosts */
 /* Remote: subscribes a chunk and starts fetching its inputs (NULL: none to
  * fetch); before it runs, waits for them (started may be NULL); host 0
