@@ -186,9 +186,7 @@ PM_EXPORT int pm_memory_release(pm_memory_t memory);
  * host that holds them; they come to the submitting host only when its own
  * subtasks read them (once they have, later writes to the memory come home
  * beside each chunk's report, the writer still holding them for the other
- * hosts) or the program calls pm_memory_gather(); what the submitting
- * host's subtasks write into it goes, as they write it, to the hosts that
- * fetched it from there before, when the task does not read it. For
+ * hosts) or the program calls pm_memory_gather(). For
  * iterative programs that do not read intermediate results: no host then
  * serves every other host. By default outputs go home, so that after
  * pm_task_wait the submitting host's copy holds them. On one host this

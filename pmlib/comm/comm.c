@@ -69,7 +69,6 @@ static pm__handler_fn handlers[PM__TAG_LAST - PM__TAG_TASK] = {
     [PM__TAG_TASK_NACK - PM__TAG_TASK] = pm__proto_on_task_nack,
     [PM__TAG_DATA_REQ - PM__TAG_TASK] = pm__data_on_req,
     [PM__TAG_DATA_REPLY - PM__TAG_TASK] = pm__data_on_reply,
-    [PM__TAG_PUSH - PM__TAG_TASK] = pm__data_on_push,
     [PM__TAG_CHUNK_DONE - PM__TAG_TASK] = pm__proto_on_chunk_done,
     [PM__TAG_STEAL_REQ - PM__TAG_TASK] = pm__proto_on_steal_req,
     [PM__TAG_STEAL_REPLY - PM__TAG_TASK] = pm__proto_on_steal_reply,

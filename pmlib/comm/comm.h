@@ -26,7 +26,6 @@ enum pm__tag {
     PM__TAG_ABORT,        /* 0 -> all: a host died; exit nonzero now (reason) */
     PM__TAG_COPY_REQ,     /* host -> host: a running chunk I may run too? */
     PM__TAG_COPY_REPLY,   /* host -> host: a chunk id, or none */
-    PM__TAG_PUSH,         /* 0 -> host: ranges host 0 wrote, for the next version */
     PM__TAG_PING,         /* free for tools and benchmarks (pm__comm_handle) */
     PM__TAG_PONG,
     PM__TAG_LAST
@@ -87,7 +86,6 @@ void pm__proto_on_copy_req(int src, pm__rbuf_t *m);
 void pm__proto_on_copy_reply(int src, pm__rbuf_t *m);
 void pm__data_on_req(int src, pm__rbuf_t *m);
 void pm__data_on_reply(int src, pm__rbuf_t *m);
-void pm__data_on_push(int src, pm__rbuf_t *m);
 void pm__data_on_mem_release(int src, pm__rbuf_t *m);
 
 

@@ -16,10 +16,7 @@
  * send that memory's written ranges home too, beside the report (the
  * writer still holds them, and other hosts still fetch them from it), so
  * host 0's chunks find them there instead of all waiting for one fetch as
- * the next task starts (PageRank on 2 hosts: 2 to 3 ms a timestep). The
- * other way, what host 0's chunks write into a lazy memory the task does
- * not read is pushed, as each chunk ends, to the hosts that fetched that
- * memory from host 0 before; they keep it for the memory's next version. A new version of a memory
+ * the next task starts (PageRank on 2 hosts: 2 to 3 ms a timestep). A new version of a memory
  * empties the mirror's ranges but for those the directory says this host
  * holds, so unchanged inputs are never sent twice. Payloads are
  * zlib-compressed when the task asks for it, or, in automatic mode, when a
@@ -54,14 +51,6 @@ typedef struct pm__mirror {
     /* Host 0's directory of the memory as the last task brought it: which
      * host to ask for the ranges other hosts hold. */
     pm__holders_t away;
-    /* Ranges host 0 pushed that are current at version next_version (the
-     * task that wrote them has not ended as far as this host knows). */
-    pm__acc_t next_valid;
-    uint64_t next_version;
-    /* Pushes landing in the buffer; a released mirror waits for them
-     * (orphan) before it is freed. Under mirrors_lock. */
-    int pushes;
-    bool orphan;
     struct pm__mirror *next;
 } pm__mirror_t;
 
@@ -74,9 +63,6 @@ struct pm__place {
     pm__holders_t also_home;
     spans_t inflight;   /* ranges on their way home */
     bool home_reads;    /* host 0's chunks read ranges held away */
-    /* Per host: it fetched ranges of the memory from host 0, so host 0
-     * pushes it what its chunks write (NULL until one did). */
-    unsigned char *readers;
 };
 
 static pthread_mutex_t mirrors_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -119,11 +105,6 @@ pm__memory_t *pm__data_mirror(uint64_t handle, size_t bytes, uint64_t version, c
         mr->valid.ncov = 0;
         mr->nrows = 0;
         mr->mem.version = version;
-        /* What host 0 pushed for this version is current now. */
-        int pushed = 0;
-        for (uint32_t i = 0; mr->next_version == version && i < mr->next_valid.ncov && pushed == 0; i++)
-            pushed = pm__acc_cover(&mr->valid, mr->next_valid.cov[i].lo, mr->next_valid.cov[i].hi);
-        mr->next_valid.ncov = 0;
     }
     /* What the directory says this host holds is current here. */
     int rc = pm__holders_copy(&mr->away, away);
@@ -138,25 +119,12 @@ static void mirror_free(pm__mirror_t *mr)
 {
     pthread_mutex_destroy(&mr->lock);
     pm__acc_free(&mr->valid);
-    pm__acc_free(&mr->next_valid);
     free(mr->rows);
     free(mr->inflight.r);
     pm__holders_free(&mr->away);
     free(mr->mem.data);
     free(mr);
 }
-
-/* A push on its way into a mirror (other hosts). */
-typedef struct push_in {
-    struct push_in *next; /* outstanding pushes, under mirrors_lock */
-    pm__mirror_t *mr;
-    uint64_t version, lo, hi;
-    uint64_t task; /* the writing task's number, for the trace */
-    double t0;     /* when the push arrived */
-} push_in_t;
-
-static push_in_t *pushes;
-static pm__mirror_t *orphans; /* released while pushes landed in them */
 
 void pm__data_on_mem_release(int src, pm__rbuf_t *m)
 {
@@ -167,15 +135,8 @@ void pm__data_on_mem_release(int src, pm__rbuf_t *m)
     while (*pp != NULL && (*pp)->mem.handle != handle)
         pp = &(*pp)->next;
     pm__mirror_t *mr = *pp;
-    if (mr != NULL) {
+    if (mr != NULL)
         *pp = mr->next;
-        if (mr->pushes > 0) { /* freed when the last lands */
-            mr->orphan = true;
-            mr->next = orphans;
-            orphans = mr;
-            mr = NULL;
-        }
-    }
     pthread_mutex_unlock(&mirrors_lock);
     if (mr != NULL)
         mirror_free(mr);
@@ -188,16 +149,6 @@ void pm__data_free_mirrors(void)
         pm__mirror_t *mr = mirrors;
         mirrors = mr->next;
         mirror_free(mr);
-    }
-    while (orphans != NULL) {
-        pm__mirror_t *mr = orphans;
-        orphans = mr->next;
-        mirror_free(mr);
-    }
-    while (pushes != NULL) { /* never landed: the transport is down */
-        push_in_t *pi = pushes;
-        pushes = pi->next;
-        free(pi);
     }
     pthread_mutex_unlock(&mirrors_lock);
 }
@@ -231,7 +182,6 @@ void pm__data_place_free(pm__memory_t *m)
     pthread_mutex_destroy(&p->lock);
     pm__holders_free(&p->away);
     pm__holders_free(&p->also_home);
-    free(p->readers);
     free(p->inflight.r);
     free(p);
     m->place = NULL;
@@ -980,23 +930,9 @@ int pm__data_gather(pm__memory_t *m)
     return rc ? rc : status;
 }
 
-/* Host 0: host `src` fetches ranges of a lazy memory from host 0. */
-static void note_reader(struct pm__place *p, int src)
-{
-    if (p == NULL || src <= 0 || src >= pm__rt.nhosts)
-        return;
-    pthread_mutex_lock(&p->lock);
-    if (p->readers == NULL)
-        p->readers = calloc((size_t)pm__rt.nhosts, 1);
-    if (p->readers != NULL)
-        p->readers[src] = 1;
-    pthread_mutex_unlock(&p->lock);
-}
-
 /* The base and size of the memory (host 0) or mirror (other hosts) a
- * request names; NULL when this host has none (host 0 notes who asks for
- * its lazy memories). */
-static unsigned char *resolve(uint64_t handle, uint64_t *bytes, int src)
+ * request names; NULL when this host has none. */
+static unsigned char *resolve(uint64_t handle, uint64_t *bytes)
 {
     unsigned char *base = NULL;
     if (pm__rt.host == 0) {
@@ -1005,7 +941,6 @@ static unsigned char *resolve(uint64_t handle, uint64_t *bytes, int src)
         if (m != NULL) {
             base = m->data;
             *bytes = m->bytes;
-            note_reader(m->place, src);
         }
         pthread_mutex_unlock(&pm__rt.lock);
     } else {
@@ -1022,7 +957,7 @@ static unsigned char *resolve(uint64_t handle, uint64_t *bytes, int src)
 
 /* The requested records as segments of this host's memories or mirrors
  * (record i's rows counted from base[i]). */
-static int req_segs(pm__rbuf_t *m, int src, pm__seg_t **out, int *nseg)
+static int req_segs(pm__rbuf_t *m, pm__seg_t **out, int *nseg)
 {
     uint64_t n = pm__rbuf_u64(m);
     if (m->bad || n > INT32_MAX)
@@ -1038,7 +973,7 @@ static int req_segs(pm__rbuf_t *m, int src, pm__seg_t **out, int *nseg)
         r.block = pm__rbuf_u64(m);
         r.stride = pm__rbuf_u64(m);
         r.count = pm__rbuf_u64(m);
-        base[i] = m->bad ? NULL : resolve(handle, &bytes, src);
+        base[i] = m->bad ? NULL : resolve(handle, &bytes);
         rows += r.count;
         if (m->bad || r.count == 0)
             rc = PM_EINVAL;
@@ -1191,151 +1126,12 @@ void pm__data_on_req(int src, pm__rbuf_t *m)
     unsigned flags = (unsigned)pm__rbuf_i32(m) & (PM__BULK_ZLIB | PM__BULK_ZLIB_AUTO);
     pm__seg_t *segs = NULL;
     int nseg = 0;
-    int rc = m->bad ? PM_EINVAL : req_segs(m, src, &segs, &nseg);
+    int rc = m->bad ? PM_EINVAL : req_segs(m, &segs, &nseg);
     pm__wbuf_t b = {0};
     pm__wbuf_u64(&b, cookie);
     pm__wbuf_i32(&b, rc);
     pm__comm_send_bulk(src, PM__TAG_DATA_REPLY, &b, segs, nseg, flags, NULL, NULL);
     free(segs);
-}
-
-/* ---- host 0's writes pushed to their readers --------------------------------- */
-
-/* A push sent: the task that wrote its bytes may end (a later task may
- * write them again). */
-static void push_sent(void *arg, int status, uint64_t raw, uint64_t wire)
-{
-    (void)status;
-    (void)raw;
-    (void)wire;
-    pm__task_done(arg, 1);
-}
-
-/* Host 0, after its chunk ran: the contiguous ranges it wrote into a lazy
- * memory that the task only writes go to each host that takes part in the
- * task and fetched ranges of that memory from host 0 before, as it will
- * again when the next task reads it. They travel straight from the
- * memory; the task ends only once they are sent, so no later task writes
- * them meanwhile. They count in this task's bytes as host 0's sending and
- * the host's receiving, and the host keeps them for the version this task
- * makes. */
-void pm__data_push_wrote(pm__task_t *t, uint64_t chunk)
-{
-    const pm__chunk_subs_t *cs = t->chunk_subs ? &t->chunk_subs[chunk] : NULL;
-    int nh = pm__rt.nhosts;
-    for (uint32_t i = 0; cs != NULL && i < cs->n; i++) {
-        const pm__sub_t *r = &cs->recs[i];
-        pm__memory_t *m = t->mems[r->mem];
-        struct pm__place *p = m->place;
-        if (!(r->access & PM_WRITE) || r->count != 1 || r->block == 0 || !((t->lazy_mask >> r->mem) & 1) ||
-            (t->desc.mem[r->mem].access & PM_READ) || p == NULL)
-            continue;
-        for (int h = 1; h < nh; h++) {
-            pthread_mutex_lock(&p->lock);
-            bool reads = p->readers != NULL && p->readers[h];
-            pthread_mutex_unlock(&p->lock);
-            if (!reads || !pm__proto_takes_part(t, h))
-                continue;
-            pm__wbuf_t b = {0};
-            pm__wbuf_u64(&b, m->handle);
-            pm__wbuf_u64(&b, m->version + 1); /* the version this task makes */
-            pm__wbuf_u64(&b, r->offset);
-            pm__wbuf_u64(&b, r->block);
-            pm__wbuf_u64(&b, t->seq);
-            pm__seg_t seg = {(unsigned char *)m->data + r->offset, r->block};
-            atomic_fetch_add(&t->outstanding, 1); /* this chunk's count holds it above 0 */
-            pm__comm_send_bulk(h, PM__TAG_PUSH, &b, &seg, 1, 0, push_sent, t);
-            atomic_fetch_add(&t->bytes_moved, r->block);
-            atomic_fetch_add(&t->bytes_sent, r->block);
-            if (t->xbytes != NULL) {
-                atomic_fetch_add(&t->xbytes[nh], r->block);         /* sent by host 0 */
-                atomic_fetch_add(&t->xbytes[2 * nh + h], r->block); /* received by h */
-            }
-        }
-    }
-}
-
-/* A push that landed: current now if this host's mirror is at the pushed
- * version already, else kept for it (a later version drops it). */
-static void push_landed(void *arg, int status, uint64_t raw, uint64_t wire)
-{
-    (void)raw;
-    (void)wire;
-    push_in_t *pi = arg;
-    pm__mirror_t *mr = pi->mr;
-    pthread_mutex_lock(&mirrors_lock);
-    for (push_in_t **pp = &pushes; *pp != NULL; pp = &(*pp)->next)
-        if (*pp == pi) {
-            *pp = pi->next;
-            break;
-        }
-    bool orphan = mr->orphan, last = --mr->pushes == 0;
-    if (orphan && last)
-        for (pm__mirror_t **pp = &orphans; *pp != NULL; pp = &(*pp)->next)
-            if (*pp == mr) {
-                *pp = mr->next;
-                break;
-            }
-    pthread_mutex_unlock(&mirrors_lock);
-    if (orphan) {
-        if (last)
-            mirror_free(mr);
-        free(pi);
-        return;
-    }
-    pthread_mutex_lock(&mr->lock);
-    drop_inflight(&mr->inflight, pi->lo, pi->hi);
-    if (status == 0 && mr->mem.version == pi->version) {
-        (void)pm__acc_cover(&mr->valid, pi->lo, pi->hi); /* out of memory: fetched when needed */
-    } else if (status == 0 && mr->mem.version < pi->version) {
-        if (mr->next_version != pi->version) {
-            mr->next_valid.ncov = 0;
-            mr->next_version = pi->version;
-        }
-        (void)pm__acc_cover(&mr->next_valid, pi->lo, pi->hi);
-    }
-    pthread_mutex_unlock(&mr->lock);
-    if (status == 0)
-        pm__trace_move(0, pm__rt.host, pi->task, pi->hi - pi->lo, pi->t0, pm__now());
-    free(pi);
-    fill_moved(); /* stubs waiting for the range look again */
-}
-
-/* Another host: ranges host 0 wrote, for the memory's next version. They
- * land in the mirror (which nothing of this version reads there: the task
- * that wrote them does not read the memory, and no other runs on it
- * meanwhile), marked on their way until then so that a stub of the next
- * task waits for them instead of asking. */
-void pm__data_on_push(int src, pm__rbuf_t *m)
-{
-    (void)src;
-    uint64_t handle = pm__rbuf_u64(m), version = pm__rbuf_u64(m);
-    uint64_t lo = pm__rbuf_u64(m), n = pm__rbuf_u64(m), task = pm__rbuf_u64(m);
-    push_in_t *pi = m->bad || n == 0 || pm__comm_bulk_bytes(m) != n ? NULL : malloc(sizeof *pi);
-    if (pi == NULL)
-        return; /* the bytes are taken off the wire and dropped */
-    pthread_mutex_lock(&mirrors_lock);
-    pm__mirror_t *mr = find_mirror_locked(handle);
-    bool take = false;
-    if (mr != NULL && lo < mr->mem.bytes && n <= mr->mem.bytes - lo) {
-        pthread_mutex_lock(&mr->lock);
-        take = mr->mem.version <= version && !overlaps_inflight(&mr->inflight, lo, lo + n) &&
-               !(mr->mem.version == version && pm__acc_touches(&mr->valid, lo, lo + n)) &&
-               add_inflight(&mr->inflight, lo, lo + n) == 0;
-        pthread_mutex_unlock(&mr->lock);
-    }
-    if (take) {
-        *pi = (push_in_t){pushes, mr, version, lo, lo + n, task, pm__now()};
-        pushes = pi;
-        mr->pushes++;
-    }
-    pthread_mutex_unlock(&mirrors_lock);
-    if (!take) {
-        free(pi);
-        return;
-    }
-    pm__seg_t seg = {(unsigned char *)mr->mem.data + lo, n};
-    pm__comm_recv_bulk(m, &seg, 1, push_landed, pi);
 }
 
 /* Strided rows that landed in f->strided go into the mirrors where they

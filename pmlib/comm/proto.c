@@ -62,14 +62,6 @@ static bool sent_to(const pm__task_t *t, int h)
     return !t->hosts_by_cost || t->host_fed[h] != 0 || t->nchunks == 0;
 }
 
-bool pm__proto_takes_part(const pm__task_t *t, int h)
-{
-    pthread_mutex_lock(&pm__rt.lock); /* host_fed */
-    bool part = sent_to(t, h);
-    pthread_mutex_unlock(&pm__rt.lock);
-    return part;
-}
-
 /* While a task spanning hosts runs, the comm thread polls with the shortest
  * naps: requests for its data must be answered in microseconds. A task that
  * stays on host 0 keeps it as it was. */

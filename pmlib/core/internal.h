@@ -565,8 +565,6 @@ int pm__comm_poll(void);
 double pm__comm_round_gap(void);
 /* Hooks of the task protocol (comm/proto.c). */
 void pm__proto_task_started(pm__task_t *t);     /* host 0: send it to every host */
-/* Host 0: whether host h was sent task t (it takes part in it). */
-bool pm__proto_takes_part(const pm__task_t *t, int h);
 void pm__proto_want_work_locked(pm__task_t *t); /* no chunk here: ask other hosts */
 /* Remote: subscribes a chunk and starts fetching its inputs (NULL: none to
  * fetch); before it runs, waits for them (started may be NULL); host 0
@@ -591,9 +589,6 @@ int pm__data_gather(pm__memory_t *m);
 bool pm__data_is_away(pm__memory_t *m);
 /* Host 0: whether its own chunks read ranges other hosts held of m. */
 bool pm__data_home_reads(pm__memory_t *m);
-/* Host 0, after its chunk ran: sends what it wrote into lazy memories the
- * task does not read to the hosts that fetched them from host 0 before. */
-void pm__data_push_wrote(pm__task_t *t, uint64_t chunk);
 /* The program wrote m through its pointer: host 0's bytes are current. */
 void pm__data_forget_away(pm__memory_t *m);
 /* [lo, hi) of m was written on host 0. */

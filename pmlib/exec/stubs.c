@@ -234,10 +234,8 @@ static void feed_done(pm__chunk_feed_t *f, uint64_t chunk, double since)
     note_time(g->s, t, n, 1, took);
     g->last = now;
     pm__trace_span(g->s->index, PM__TRACE_CHUNK, t->seq, chunk, since, now);
-    if (t->home_dir) {
+    if (t->home_dir)
         pm__data_home_wrote(t, chunk);
-        pm__data_push_wrote(t, chunk);
-    }
     atomic_fetch_add(&t->subtasks_done, n);
     if (t->remote)
         pm__proto_after_chunk(t, chunk, PM_DEVICE_GPU, (uint64_t)(took * 1e9) + 1, (uint64_t)(t->woke_late * 1e9));
@@ -308,7 +306,6 @@ static void run_loop(pm__stub_t *s, pm__task_t *t, uint64_t k)
             if (pm__proto_before_chunk(t, k, NULL) == 0) {
                 s->ops->run_chunk(s, t, k);
                 pm__data_home_wrote(t, k);
-                pm__data_push_wrote(t, k);
             }
             more = false;
         } else {
