@@ -10,7 +10,8 @@
  * large pieces each its own message, small pieces sharing messages, a
  * payload of small pieces too large for that (packed), pieces of every
  * size with empty ones among them, and more pieces than a payload has
- * messages.
+ * messages. With --huge instead: pieces over 1 GiB (a message's most),
+ * 2.2 GiB in all, so that a piece is split among messages.
  *
  * Host 1 prints PIECES-OK and exits 0 when every case holds.
  */
@@ -18,6 +19,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,6 +98,21 @@ static unsigned char pattern(int c, uint64_t i)
     uint64_t x = (i + 1) * 0x9E3779B97F4A7C15ULL ^ (uint64_t)(c + 1) * 0xC2B2AE3D27D4EB4FULL;
     x ^= x >> 29;
     return (unsigned char)(x ^ (x >> 11));
+}
+
+#define GiB ((uint64_t)1 << 30)
+
+/* Pieces over a message's most (1 GiB): a piece split among messages, a
+ * short one after it, and a receiver of other lengths. */
+static void add_huge_cases(void)
+{
+    pcase_t *c = &cases[ncases++];
+    c->name = "pieces over 1 GiB";
+    c->send.nseg = 3;
+    c->send.len[0] = GiB + GiB / 8 + 3;
+    c->send.len[1] = 5;
+    c->send.len[2] = GiB - 7;
+    uneven(&c->recv, 2, total(&c->send));
 }
 
 static void add_cases(void)
@@ -258,7 +275,11 @@ static int run_case(int k)
 
 int main(int argc, char **argv)
 {
-    add_cases();
+    bool huge = argc > 1 && strcmp(argv[1], "--huge") == 0;
+    if (huge)
+        add_huge_cases();
+    else
+        add_cases();
     uint64_t most = 0;
     for (int k = 0; k < ncases; k++) {
         uint64_t a = room(&cases[k].send), b = room(&cases[k].recv);
