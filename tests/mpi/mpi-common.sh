@@ -74,3 +74,21 @@ fail() {
   echo "FAIL: $*"
   exit 1
 }
+
+# pass_unless_huge_fits WHAT GIB: ends the test with PASS (and a SKIP line
+# saying why) where WHAT, a pass over gigabytes, should not run: in a
+# ThreadSanitizer build, which makes each rank's pass many times slower
+# than the other builds that run it, or with less than GIB GiB available.
+pass_unless_huge_fits() {
+  case ${PMLIB_TEST_SANITIZER:-} in *thread*)
+    echo "SKIP: $1 in a ThreadSanitizer build"
+    echo "PASS"
+    exit 0 ;;
+  esac
+  huge_kb=$(awk '/^MemAvailable:/ { print $2 }' /proc/meminfo 2>/dev/null)
+  if [ "${huge_kb:-0}" -lt $(($2 * 1024 * 1024)) ]; then
+    echo "SKIP: $1 needs $2 GiB of available memory, this machine has $((${huge_kb:-0} / 1024)) MiB"
+    echo "PASS"
+    exit 0
+  fi
+}

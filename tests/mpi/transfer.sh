@@ -11,19 +11,7 @@ trap 'rm -f "$log"' EXIT
 echo "transfer on 2 hosts (limit 120 s)"
 mpi_expect_ok "" 120 2 TRANSFER-OK "$top_builddir/tests/mpi/transfer"
 
-# ThreadSanitizer makes each rank's pass over 2.25 GiB many times slower
-# than the plain build that runs this part; its builds run part (a) only.
-case ${PMLIB_TEST_SANITIZER:-} in *thread*)
-  echo "SKIP: transfer --huge in a ThreadSanitizer build"
-  echo "PASS"
-  exit 0 ;;
-esac
-avail_kb=$(awk '/^MemAvailable:/ { print $2 }' /proc/meminfo 2>/dev/null)
-if [ "${avail_kb:-0}" -lt $((10 * 1024 * 1024)) ]; then
-  echo "SKIP: transfer --huge needs 10 GiB of available memory, this machine has $((${avail_kb:-0} / 1024)) MiB"
-  echo "PASS"
-  exit 0
-fi
+pass_unless_huge_fits "transfer --huge" 10
 echo "transfer --huge on 2 hosts (limit 120 s)"
 mpi_expect_ok "--huge: " 120 2 TRANSFER-HUGE-OK "$top_builddir/tests/mpi/transfer" --huge
 echo "PASS"
