@@ -16,9 +16,10 @@
  * send that memory's written ranges home too, beside the report (the
  * writer still holds them, and other hosts still fetch them from it), so
  * host 0's chunks find them there instead of all waiting for one fetch as
- * the next task starts (PageRank on 2 hosts: 2 to 3 ms a timestep). A new version of a memory
- * empties the mirror's ranges but for those the directory says this host
- * holds, so unchanged inputs are never sent twice. Payloads are
+ * the next task starts (PageRank on 2 hosts: 2 to 3 ms a timestep). A new
+ * version of a memory empties the mirror's ranges but for those the
+ * directory says this host holds, so unchanged inputs are never sent
+ * twice. Payloads are
  * zlib-compressed when the task asks for it, or, in automatic mode, when a
  * sample shrinks.
  */
