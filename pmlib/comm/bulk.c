@@ -127,6 +127,13 @@ static uint64_t segs_total(const pm__seg_t *segs, int nseg)
     return n;
 }
 
+/* The most fragments a payload of pieces of `bytes` bytes may have (see
+ * plan_pieces); receivers refuse more. */
+static uint64_t piece_frags_max(uint64_t bytes)
+{
+    return 2 * (uint64_t)PM__MAX_PIECE_FRAGS + bytes / PM__RAW_FRAG + 2;
+}
+
 /* Where fragment k of a payload lies in its stream. */
 static void frag_range(const uint64_t *offs, uint64_t frag, uint64_t bytes, uint32_t k, uint64_t *lo,
                        uint64_t *n)
@@ -296,12 +303,13 @@ static void send_raw(pm__bulk_out_t *bo)
     pm__tx_queue(first, last);
 }
 
-/* A payload of pieces of PM__PIECE_MIN bytes or more on average: its
- * fragments (bo->offs), one per piece, none over PM__RAW_FRAG; neighbours
- * shorter than a fragment's least length share one, which ends before a
- * piece of that length (so large pieces always move contiguous). Their
- * lengths go before the trailer. False where packing pays (small pieces)
- * or memory is short. */
+/* A payload of `pieces` pieces of PM__PIECE_MIN bytes or more on average,
+ * or of at most PM__PFRAG bytes: its fragments (bo->offs), one per piece,
+ * none over PM__RAW_FRAG; neighbours shorter than a fragment's least
+ * length share one, which ends before a piece of that length (so large
+ * pieces always move contiguous). Their lengths go before the trailer.
+ * False where packing pays (many bytes in small pieces) or memory is
+ * short. */
 static bool plan_pieces(pm__bulk_out_t *bo, int pieces)
 {
     if (bo->bytes / (uint64_t)pieces < PM__PIECE_MIN && bo->bytes > PM__PFRAG)
@@ -310,9 +318,8 @@ static bool plan_pieces(pm__bulk_out_t *bo, int pieces)
     if (least < PM__PIECE_MIN)
         least = PM__PIECE_MIN;
     /* Each fragment but the last is at least `least` long, follows one
-     * that is, or is PM__RAW_FRAG long. */
-    size_t cap = 2 * (size_t)PM__MAX_PIECE_FRAGS + (size_t)(bo->bytes / PM__RAW_FRAG) + 3;
-    uint64_t *offs = malloc(cap * sizeof *offs);
+     * that is, or is PM__RAW_FRAG long; one offset more than fragments. */
+    uint64_t *offs = malloc((size_t)(piece_frags_max(bo->bytes) + 1) * sizeof *offs);
     if (offs == NULL)
         return false;
     uint32_t n = 0;
@@ -386,21 +393,12 @@ void pm__comm_send_bulk(int dest, int tag, pm__wbuf_t *hdr, const pm__seg_t *seg
     *hdr = (pm__wbuf_t){0};
     bo->ctag = tag;
     int pieces = 0;
-    for (int i = 0; i < nseg && pieces < 2; i++)
+    for (int i = 0; i < nseg; i++)
         pieces += segs[i].n > 0;
     bool plain = !(flags & (PM__BULK_ZLIB | PM__BULK_ZLIB_AUTO)) || bytes < PM__ZMIN;
-    if (plain && pieces < 2) {
+    if (plain && (pieces < 2 || plan_pieces(bo, pieces))) {
         send_raw(bo);
         return;
-    }
-    if (plain) {
-        int all = 0;
-        for (int i = 0; i < nseg; i++)
-            all += segs[i].n > 0;
-        if (plan_pieces(bo, all)) {
-            send_raw(bo);
-            return;
-        }
     }
     atomic_fetch_add(&B.codec_jobs, 1);
     pthread_mutex_lock(&B.lock);
@@ -570,6 +568,30 @@ static void *codec_main(void *arg)
 
 /* ---- receiving -------------------------------------------------------------- */
 
+/* A payload of pieces: the fragments' lengths, which precede the trailer
+ * (bi->frag counts them), into bi->offs; PM_EINVAL when they do not add up
+ * to the payload or break its bounds. */
+static int take_piece_lengths(pm__rbuf_t *r, pm__bulk_in_t *bi)
+{
+    uint64_t nf = bi->frag;
+    if (nf == 0 || nf > piece_frags_max(bi->bytes) || r->n < 8 * nf ||
+        (bi->offs = malloc((nf + 1) * sizeof *bi->offs)) == NULL)
+        return PM_EINVAL;
+    r->n -= 8 * nf;
+    pm__rbuf_t l = {.p = r->p + r->n, .n = 8 * nf};
+    bi->offs[0] = 0;
+    for (uint64_t k = 0; k < nf; k++) {
+        uint64_t len = pm__rbuf_u64(&l);
+        if (len == 0 || len > PM__RAW_FRAG || bi->offs[k] + len > bi->bytes)
+            return PM_EINVAL;
+        bi->offs[k + 1] = bi->offs[k] + len;
+    }
+    if (bi->offs[nf] != bi->bytes)
+        return PM_EINVAL;
+    bi->nfrag = (uint32_t)nf;
+    return 0;
+}
+
 int pm__bulk_take_trailer(pm__rbuf_t *r, int src)
 {
     r->bulk = NULL;
@@ -599,31 +621,11 @@ int pm__bulk_take_trailer(pm__rbuf_t *r, int src)
         r->n -= bi->bytes;
         bi->inline_data = r->p + r->n;
     } else if (bi->mode == MODE_PIECES) {
-        /* frag: the count of fragments, whose lengths precede the trailer */
-        uint64_t nf = bi->frag;
-        uint64_t cap = 2 * (uint64_t)PM__MAX_PIECE_FRAGS + bi->bytes / PM__RAW_FRAG + 2;
-        if (nf == 0 || nf > cap || r->n < 8 * nf || (bi->offs = malloc((nf + 1) * 8)) == NULL) {
-            free(bi);
-            return PM_EINVAL;
-        }
-        r->n -= 8 * nf;
-        pm__rbuf_t l = {.p = r->p + r->n, .n = 8 * nf};
-        bi->offs[0] = 0;
-        for (uint64_t k = 0; k < nf; k++) {
-            uint64_t len = pm__rbuf_u64(&l);
-            if (len == 0 || len > PM__RAW_FRAG || bi->offs[k] + len > bi->bytes) {
-                free(bi->offs);
-                free(bi);
-                return PM_EINVAL;
-            }
-            bi->offs[k + 1] = bi->offs[k] + len;
-        }
-        if (bi->offs[nf] != bi->bytes) {
+        if (take_piece_lengths(r, bi) != 0) {
             free(bi->offs);
             free(bi);
             return PM_EINVAL;
         }
-        bi->nfrag = (uint32_t)nf;
     } else if ((bi->mode != MODE_RAW && bi->mode != MODE_ZLIB) || bi->frag == 0 ||
                bi->frag > PM__RAW_FRAG || (bi->mode == MODE_ZLIB && bi->frag > PM__PFRAG)) {
         free(bi);

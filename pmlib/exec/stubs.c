@@ -255,7 +255,8 @@ static void feed_done(pm__chunk_feed_t *f, uint64_t chunk, double since)
         pm__data_home_wrote(t, chunk);
     atomic_fetch_add(&t->subtasks_done, n);
     if (t->remote)
-        pm__proto_after_chunk(t, chunk, PM_DEVICE_GPU, (uint64_t)(took * 1e9) + 1, (uint64_t)(t->woke_late * 1e9));
+        pm__proto_after_chunk(t, chunk, PM_DEVICE_GPU, (uint64_t)(took * 1e9) + 1,
+                              (uint64_t)(t->woke_late * 1e9));
     else
         pm__task_done(t, 1);
 }
