@@ -58,13 +58,17 @@ bool pm__spin_for(bool (*done)(const void *arg), const void *arg, uint64_t ns)
         return false;
     double until = pm__now() + (double)ns * 1e-9;
     for (unsigned i = 1;; i++) {
-        if (pm__rt.crowded)
+        /* A yield may hand the core to a thread with work for a whole time
+         * slice (milliseconds): the clock is read after every one, or a
+         * spell meant to last microseconds lasts 16 slices. */
+        const bool yield = pm__rt.crowded;
+        if (yield)
             sched_yield(); /* a thread with work may need this core */
         else
             pm__cpu_relax();
         if (done(arg))
             return true;
-        if ((i & 15) == 0 && pm__now() > until)
+        if ((yield || (i & 15) == 0) && pm__now() > until)
             return false;
     }
 }
@@ -102,8 +106,14 @@ uint64_t pm__env_uint(const char *name, const char *what, uint64_t min, uint64_t
     errno = 0;
     unsigned long long n = strtoull(v, &end, 10);
     if (errno != 0 || *end != '\0' || strchr(v, '-') != NULL || n < min || n > max) {
-        pm__warn("%s=%s is not %s from %llu to %llu; using %llu", name, v, what,
-                 (unsigned long long)min, (unsigned long long)max, (unsigned long long)def);
+        /* Where `what` names the values themselves ("0 or 1"), the range
+         * would only repeat it; the default may be a value no setting
+         * can name (PMLIB_BIND's "not set"). */
+        if (max - min <= 1)
+            pm__warn("%s=%s is not %s; ignored (unset it for the default)", name, v, what);
+        else
+            pm__warn("%s=%s is not %s from %llu to %llu; using %llu", name, v, what,
+                     (unsigned long long)min, (unsigned long long)max, (unsigned long long)def);
         return def;
     }
     return n;

@@ -843,12 +843,38 @@ void pm__task_wake_more(pm__task_t *t, pm_device_kind_t kind, uint64_t chunk_ns)
     wake_send(&w);
 }
 
+/*
+ * A running task of one chunk that only CPU stubs run, on one host, goes
+ * to a polling CPU stub alone, never onto the ready lists (ready lock
+ * held): the poked stub takes its chunk, and no other stub could. Listed,
+ * it would cost that stub one more trip through the ready lock to take
+ * it off, and the task's list links two more shared lines. Not when a
+ * stub made it ready: that stub looks for work next and takes it itself.
+ */
+static bool hand_whole_locked(pm__task_t *t)
+{
+    if (t->nchunks != 1 || t->run_kinds != 1u || !(t->every_kind & 1u) || pm__rt.nhosts != 1 ||
+        __atomic_load_n(&t->state, __ATOMIC_ACQUIRE) != PM__TASK_RUN ||
+        atomic_load_explicit(&pm__rt.nspin[0], memory_order_relaxed) == 0)
+        return false;
+    const pm__stub_t *me = pm__self_stub;
+    if (me != NULL && me->ops->kind == PM_DEVICE_CPU && pm__task_runnable_on(t, me))
+        return false;
+    wake_t w = {0};
+    wake_stubs_locked(&w, 0, 1, 0, t);
+    return true;
+}
+
 void pm__task_ready_locked(pm__task_t *t)
 {
     bool prepare = t->state == PM__TASK_PREPARE;
     unsigned kinds = prepare ? t->all_kinds : t->run_kinds;
     wake_t w = {0};
     pthread_mutex_lock(&pm__rt.ready_lock);
+    if (!prepare && hand_whole_locked(t)) {
+        pthread_mutex_unlock(&pm__rt.ready_lock);
+        return;
+    }
     for (int k = 0; k < 2; k++)
         if (kinds & (1u << k))
             tlist_append(&pm__rt.ready[k], t, READY_LINK(k));
