@@ -358,8 +358,10 @@ static double stubs_rate(const pm__task_t *t, bool run_only)
 {
     double rate = 0;
     for (int s = 0; s < pm__rt.nstubs; s++) {
-        const atomic_uint_fast64_t *a = run_only ? &t->counts[s].run_ns : &t->counts[s].chunk_ns;
-        uint64_t ns = atomic_load_explicit(a, memory_order_relaxed);
+        const pm__stub_counts_t *c = pm__counts_peek(t, s);
+        if (c == NULL)
+            continue;
+        uint64_t ns = atomic_load_explicit(run_only ? &c->run_ns : &c->chunk_ns, memory_order_relaxed);
         if (ns > 0)
             rate += 1e9 / (double)ns;
     }
@@ -838,10 +840,13 @@ static void send_drained_locked(pm__task_t *t)
     pm__wbuf_u64(&b, t->seq);
     uint64_t steals = 0, to_gpu = 0, from_gpu = 0, hits = 0;
     for (int s = 0; s < pm__rt.nstubs; s++) {
-        steals += t->counts[s].steals;
-        to_gpu += t->counts[s].bytes_to_gpu;
-        from_gpu += t->counts[s].bytes_from_gpu;
-        hits += t->counts[s].gpu_cache_hits;
+        const pm__stub_counts_t *c = pm__counts_peek(t, s);
+        if (c == NULL)
+            continue;
+        steals += c->steals;
+        to_gpu += c->bytes_to_gpu;
+        from_gpu += c->bytes_from_gpu;
+        hits += c->gpu_cache_hits;
     }
     /* In the order of enum pm__remote_count. */
     pm__wbuf_u64(&b, steals);

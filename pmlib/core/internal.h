@@ -207,8 +207,10 @@ typedef struct pm__stub_counts {
     uint64_t bytes_to_gpu, bytes_from_gpu, gpu_cache_hits;
     atomic_uint_fast64_t chunk_ns; /* running average time per chunk, read by others */
     atomic_uint_fast64_t run_ns;   /* the same without waiting for inputs (other hosts) */
-    atomic_int active;             /* may still take chunks of the task (left its run loop: 0) */
-    bool runnable;                 /* the stub may run the task (asked once per task) */
+    /* The task's gen once the stub zeroed them for it (pm__counts_own):
+     * a reused block holds another task's counters, and zeroing every
+     * stub's line at submit cost a cache miss per stub. */
+    atomic_uint_fast64_t gen;
 } pm__stub_counts_t;
 
 /* Counters other hosts report when they drain. */
@@ -282,7 +284,9 @@ typedef struct pm__task {
      * after another thread may have finished it). */
     atomic_uint_fast64_t outstanding;
     atomic_uint_fast64_t subtasks_done; /* for the progress line */
-    pm__stub_counts_t *counts;
+    pm__stub_counts_t *counts;       /* per stub: see pm__counts_own */
+    uint64_t gen;                    /* unique to this use of the block */
+    unsigned char *runnable;         /* per stub: it may run the task (asked once per task) */
     /* References to the block: the program's (dropped by pm_task_release)
      * and a straggler copy's or a losing straggler's (exec/guard.c), which
      * may still run after the task ended. The last one frees it. */
@@ -339,6 +343,29 @@ typedef struct pm__task {
     atomic_int started;
     double t_submit, t_start, t_end;
 } pm__task_t;
+
+/* Stub s's counters in task t, zeroed at the stub's first use of them in
+ * this task; only stub s calls it (one writer per line). */
+static inline pm__stub_counts_t *pm__counts_own(pm__task_t *t, int s)
+{
+    pm__stub_counts_t *c = &t->counts[s];
+    if (atomic_load_explicit(&c->gen, memory_order_relaxed) != t->gen) {
+        c->subtasks = c->steals = 0;
+        c->bytes_to_gpu = c->bytes_from_gpu = c->gpu_cache_hits = 0;
+        atomic_store_explicit(&c->chunk_ns, 0, memory_order_relaxed);
+        atomic_store_explicit(&c->run_ns, 0, memory_order_relaxed);
+        atomic_store_explicit(&c->gen, t->gen, memory_order_release);
+    }
+    return c;
+}
+
+/* Stub s's counters in task t for any thread; NULL while the stub has
+ * none (all zero). */
+static inline const pm__stub_counts_t *pm__counts_peek(const pm__task_t *t, int s)
+{
+    const pm__stub_counts_t *c = &t->counts[s];
+    return atomic_load_explicit(&c->gen, memory_order_acquire) == t->gen ? c : NULL;
+}
 
 /* What went wrong with a failed task ("" when nothing did). */
 static inline const char *pm__task_message(const pm__task_t *t)
@@ -659,6 +686,7 @@ typedef struct pm__runtime {
     pm__task_t **byseq;       /* sequence number table, chained */
     size_t nbyseq, byseq_cap;
     uint64_t next_seq;
+    atomic_uint_fast64_t task_gen; /* the last task block use handed out (pm__task_t.gen) */
     int first_failure;
     pm__handle_table_t memories, tasks;
 } pm__runtime_t;

@@ -172,7 +172,7 @@ int pm__task_runnable_on(const pm__task_t *t, const pm__stub_t *s)
 {
     if (s->ops->usable != NULL && !s->ops->usable(s))
         return 0;
-    return t->counts[s->index].runnable;
+    return t->runnable[s->index];
 }
 
 /* How much of a task host h should get first: its stubs that can run it
@@ -419,11 +419,17 @@ static size_t round64(size_t n)
 }
 
 /* A task, its readers, its stubs' counters and its policy's state are one
- * block: one allocation per task, and nothing else to free. */
+ * block: one allocation per task, and nothing else to free. The head (the
+ * task, its memories and a byte per stub) is zeroed for every task; the
+ * per-stub lines after it are not (pm__counts_own, pm__ranges_init): with
+ * 16 stubs they are two thirds of a 3.4 KB block, and with many tasks in
+ * flight a reused block is out of every cache, so each line written at
+ * submit was a miss (on 16 cores, zeroing the block was half of submit). */
 static size_t head_bytes(int nmem)
 {
     return round64(sizeof(pm__task_t) +
-                   (size_t)nmem * (sizeof(pm__reader_t) + sizeof(pm_task_memory_t) + sizeof(pm__memory_t *)));
+                   (size_t)nmem * (sizeof(pm__reader_t) + sizeof(pm_task_memory_t) + sizeof(pm__memory_t *)) +
+                   (size_t)pm__rt.nstubs);
 }
 
 static size_t counts_bytes(void)
@@ -454,10 +460,13 @@ static pm__task_t *block_get(int nmem)
         }
         pm__unlock(&block_cache.lock);
     }
-    if (b == NULL)
-        b = pm__aligned_alloc(bytes);
+    if (b != NULL) { /* its counters hold an older gen, its slots are rewritten */
+        memset(b, 0, head_bytes(nmem));
+        return b;
+    }
+    b = pm__aligned_alloc(bytes);
     if (b != NULL)
-        memset(b, 0, bytes);
+        memset(b, 0, bytes); /* gen 0: no task's */
     return b;
 }
 
@@ -538,6 +547,8 @@ int pm__task_create(const pm_task_desc_t *d, const pm__callbacks_t *cbs, pm__tas
         .grain = d->grain, .devices = d->devices, .min_cc = d->min_cc};
     memcpy(t->desc.mem, d->mem, (size_t)nmem * sizeof *d->mem);
     t->mems = (pm__memory_t **)(t->desc.mem + nmem);
+    t->runnable = (unsigned char *)(t->mems + nmem);
+    t->gen = atomic_fetch_add_explicit(&pm__rt.task_gen, 1, memory_order_relaxed) + 1;
     t->dependents = t->dep_room; /* most tasks have one or two */
     t->cap_dependents = 2;
     t->counts = (pm__stub_counts_t *)((char *)t + head);
@@ -578,11 +589,10 @@ int pm__task_create(const pm_task_desc_t *d, const pm__callbacks_t *cbs, pm__tas
     for (int i = 0; i < pm__rt.nstubs; i++) { /* every stub will look at the task */
         const pm__stub_t *s = &pm__rt.stubs[i];
         unsigned kind = s->ops->kind == PM_DEVICE_GPU ? 2u : 1u;
-        atomic_init(&t->counts[i].active, 1);
-        t->counts[i].runnable = kind == 2u ? pm__gpu_eligible(t, s->major, s->minor) : cpu_ok;
+        t->runnable[i] = kind == 2u ? pm__gpu_eligible(t, s->major, s->minor) : cpu_ok;
         t->all_kinds |= kind;
-        t->run_kinds |= t->counts[i].runnable ? kind : 0u;
-        if (!t->counts[i].runnable)
+        t->run_kinds |= t->runnable[i] ? kind : 0u;
+        if (!t->runnable[i])
             t->every_kind &= (unsigned char)~kind;
     }
     if (pm__rt.nhosts > 1 && pm__rt.host == 0) {
@@ -1266,7 +1276,9 @@ static void fill_stats(const pm__task_t *t, pm_task_stats_t *s)
     s->seconds = t->t_end - t->t_submit;
     s->run_seconds = atomic_load(&t->started) ? t->t_end - t->t_start : 0;
     for (int i = 0; i < pm__rt.nstubs; i++) {
-        const pm__stub_counts_t *c = &t->counts[i];
+        const pm__stub_counts_t *c = pm__counts_peek(t, i);
+        if (c == NULL)
+            continue;
         s->subtasks += c->subtasks;
         s->steals += c->steals;
         s->bytes_to_gpu += c->bytes_to_gpu;

@@ -192,7 +192,7 @@ void pm__host_run_chunk(pm__host_run_t *p, pm__stub_t *s, pm__task_t *t, uint64_
         p->guard.acc = acc;
         return;
     }
-    t->counts[s->index].subtasks += last - first;
+    pm__counts_own(t, s->index)->subtasks += last - first;
     if (acc != NULL) {
         int rc = pm__reduce_tree_push(t, 0, chunk, acc);
         if (rc != 0)

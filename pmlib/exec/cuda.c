@@ -1363,7 +1363,7 @@ static void cuda_ready(pm__stub_t *s)
 static void run_init(run_t *r, pm__stub_t *s, pm__task_t *t)
 {
     cuda_priv_t *p = s->priv;
-    *r = (run_t){.s = s, .p = p, .t = t, .cnt = &t->counts[s->index]};
+    *r = (run_t){.s = s, .p = p, .t = t, .cnt = pm__counts_own(t, s->index)};
     r->info = (pm_subtask_info_t){.count = t->desc.subtasks, .nmem = t->desc.nmem,
                                   .conf = t->conf, .conf_bytes = t->desc.conf_bytes,
                                   .host = pm__rt.host, .stub = s->index,
@@ -1387,7 +1387,7 @@ static void run_init(run_t *r, pm__stub_t *s, pm__task_t *t)
 static int checked_call(pm__stub_t *s, pm__task_t *t, pm_subtask_info_t *info)
 {
     cuda_priv_t *p = s->priv;
-    run_t r = {.s = s, .p = p, .t = t, .cnt = &t->counts[s->index], .info = *info};
+    run_t r = {.s = s, .p = p, .t = t, .cnt = pm__counts_own(t, s->index), .info = *info};
     if (p->broken) {
         fail(&r, info->id, PM_ECUDA, "the gpu is unusable after an earlier error");
         return PM__CALL_FAILED;

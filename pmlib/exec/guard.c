@@ -237,7 +237,7 @@ static void commit(pm__host_run_t *p, pm__stub_t *s, pm__task_t *t, uint64_t k)
             }
         }
     }
-    t->counts[s->index].subtasks += g->subtasks;
+    pm__counts_own(t, s->index)->subtasks += g->subtasks;
     if (g->acc != NULL) {
         int rc = pm__reduce_tree_push(t, 0, k, g->acc);
         if (rc != 0)

@@ -114,9 +114,10 @@ static uint64_t span_subtasks(const pm__task_t *t, uint64_t k, uint64_t nk)
 static void note_time(const pm__stub_t *s, pm__task_t *t, uint64_t n, uint64_t nk, double seconds)
 {
     uint64_t ns = (uint64_t)(seconds * 1e9) + 1;
-    average_in(&t->counts[s->index].chunk_ns, ns / nk + 1);
+    pm__stub_counts_t *c = pm__counts_own(t, s->index);
+    average_in(&c->chunk_ns, ns / nk + 1);
     if (t->sched != NULL && t->nchunks > 1) { /* the shortest average so far (sched/pull.c) */
-        uint64_t avg = atomic_load_explicit(&t->counts[s->index].chunk_ns, memory_order_relaxed);
+        uint64_t avg = atomic_load_explicit(&c->chunk_ns, memory_order_relaxed);
         uint64_t least = atomic_load_explicit(&t->sched->min_chunk_ns, memory_order_relaxed);
         while (avg < least && !atomic_compare_exchange_weak_explicit(&t->sched->min_chunk_ns, &least, avg,
                                                                       memory_order_relaxed,
@@ -196,8 +197,6 @@ static bool take_next(pm__stub_t *s, pm__task_t *t, uint64_t *next, pm__fetch_t 
     bool more = t->policy->take(t, s->index, next);
     if (fetch != NULL) /* only hosts other than 0 fetch, and they pass one */
         *fetch = NULL;
-    if (!more) /* before the last report: the task may end with it */
-        atomic_store(&t->counts[s->index].active, 0);
     if (more && t->remote) {
         /* The remote host drains only once nothing is held. */
         pthread_mutex_lock(&pm__rt.lock);
@@ -264,7 +263,6 @@ static void feed_done(pm__chunk_feed_t *f, uint64_t chunk, double since)
 
 static void run_loop(pm__stub_t *s, pm__task_t *t, uint64_t k)
 {
-    atomic_store(&t->counts[s->index].active, 1);
     if (s->ops->ready != NULL)
         s->ops->ready(s); /* untimed: one-time set-up is not the task's speed */
 #if PMLIB_HAVE_CUDA
@@ -315,7 +313,7 @@ static void run_loop(pm__stub_t *s, pm__task_t *t, uint64_t k)
                 s->ops->run_chunk(s, t, k);
                 s->last_end = pm__now();
                 ran_ns = (uint64_t)((s->last_end - r0) * 1e9) + 1;
-                average_in(&t->counts[s->index].run_ns, ran_ns);
+                average_in(&pm__counts_own(t, s->index)->run_ns, ran_ns);
                 ran_ns += (uint64_t)(queued * 1e9);
             }
         } else if (t->home_dir) {
@@ -333,7 +331,6 @@ static void run_loop(pm__stub_t *s, pm__task_t *t, uint64_t k)
             if (g == PM__GUARD_LOST) {
                 /* A copy counted the chunk, and the task may have ended:
                  * only the block is still ours, through the copy's hold. */
-                atomic_store(&t->counts[s->index].active, 0);
                 pm__task_unhold(t);
                 return;
             }

@@ -174,10 +174,10 @@ void pm__model_note_chunk(const pm__task_t *t, const pm__stub_t *s, uint64_t sub
         return;
     /* Bytes per subtask so far in this task: a GPU's copies; a CPU of a host
      * other than 0, what the host received (its only inputs). */
-    const pm__stub_counts_t *c = &t->counts[s->index];
+    const pm__stub_counts_t *c = pm__counts_peek(t, s->index);
     double in = 0, out = 0;
     if (s->ops->kind == PM_DEVICE_GPU) {
-        if (c->subtasks > 0) {
+        if (c != NULL && c->subtasks > 0) {
             in = (double)c->bytes_to_gpu / (double)c->subtasks;
             out = (double)c->bytes_from_gpu / (double)c->subtasks;
         }

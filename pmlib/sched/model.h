@@ -62,7 +62,8 @@ double pm__model_ns_named(const pm__model_t *m, int kind, const char *name);
  * the pull policy asks it for every stub on each take. */
 static inline double pm__model_chunk_ns(const pm__task_t *t, int stub)
 {
-    uint64_t ns = atomic_load_explicit(&t->counts[stub].chunk_ns, memory_order_relaxed);
+    const pm__stub_counts_t *c = pm__counts_peek(t, stub);
+    uint64_t ns = c != NULL ? atomic_load_explicit(&c->chunk_ns, memory_order_relaxed) : 0;
     if (ns > 0)
         return (double)ns;
     /* A task only CPU stubs of one device run: the time the model had

@@ -131,7 +131,8 @@ static bool pays(const pm__task_t *t, int nstubs, int stub, uint64_t left,
      * the system took away for a while makes one chunk slow, and the stub
      * that left the rest to an equal one not yet running (not woken, or
      * not scheduled on a busy machine) held the task for milliseconds. */
-    const bool one_chunk = t->counts[stub].subtasks < 2 * t->grain;
+    const pm__stub_counts_t *mc = pm__counts_peek(t, stub);
+    const bool one_chunk = (mc != NULL ? mc->subtasks : 0) < 2 * t->grain;
     const pm__model_dev_t *dev = pm__model_dev_of(t->cbs.model, stub);
     double rate = 0; /* chunks per ns of the stubs clearly faster than this one */
     for (int s = 0; s < nstubs; s++) {

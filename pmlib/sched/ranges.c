@@ -11,6 +11,38 @@ size_t pm__ranges_space(int nstubs)
            (size_t)nstubs * sizeof(atomic_uchar);
 }
 
+/*
+ * Slots are set up lazily: ranges_init writes only the slots of stubs with
+ * a share, and a slot whose gen is not the task's is an empty range (a
+ * task block is reused, and writing all 16 stubs' lines at submit cost a
+ * cache miss each). A thread that locks a slot makes it the task's first;
+ * a slot of an older gen is unlocked, since a block is reused only once no
+ * thread holds its task. Readers without the lock see gen after lo and hi
+ * (release, acquire).
+ */
+static pm__range_slot_t *lock_slot(const struct pm__sched_state *st, int s)
+{
+    pm__range_slot_t *r = &st->slot[s];
+    pm__lock(&r->lock);
+    if (atomic_load_explicit(&r->gen, memory_order_relaxed) != st->gen) {
+        atomic_store_explicit(&r->lo, 0, memory_order_relaxed);
+        atomic_store_explicit(&r->hi, 0, memory_order_relaxed);
+        atomic_store_explicit(&r->gen, st->gen, memory_order_release);
+    }
+    return r;
+}
+
+/* Chunks in slot s, read without its lock. */
+static uint64_t slot_span(const struct pm__sched_state *st, int s)
+{
+    const pm__range_slot_t *r = &st->slot[s];
+    if (atomic_load_explicit(&r->gen, memory_order_acquire) != st->gen)
+        return 0;
+    uint64_t lo = atomic_load_explicit(&r->lo, memory_order_relaxed);
+    uint64_t hi = atomic_load_explicit(&r->hi, memory_order_relaxed);
+    return hi > lo ? hi - lo : 0;
+}
+
 int pm__ranges_init(pm__task_t *t, int nstubs, const double *weight)
 {
     if (t->sched_space == NULL)
@@ -19,6 +51,7 @@ int pm__ranges_init(pm__task_t *t, int nstubs, const double *weight)
                                                             (size_t)nstubs * sizeof(pm__range_slot_t));
     memset(st, 0, sizeof *st);
     st->slot = t->sched_space;
+    st->gen = t->gen;
     st->left = (atomic_uchar *)(st + 1);
     for (int i = 0; i < nstubs; i++)
         atomic_init(&st->left[i], 0);
@@ -36,9 +69,13 @@ int pm__ranges_init(pm__task_t *t, int nstubs, const double *weight)
             hi = t->hi;
         if (weight[s] <= 0)
             hi = lo;
-        atomic_init(&st->slot[s].lock.held, 0);
-        atomic_init(&st->slot[s].lo, lo);
-        atomic_init(&st->slot[s].hi, hi);
+        if (hi > lo) { /* a slot of an older gen: empty (and unlocked) */
+            pm__range_slot_t *r = &st->slot[s];
+            atomic_store_explicit(&r->lock.held, 0, memory_order_relaxed);
+            atomic_store_explicit(&r->lo, lo, memory_order_relaxed);
+            atomic_store_explicit(&r->hi, hi, memory_order_relaxed);
+            atomic_store_explicit(&r->gen, st->gen, memory_order_release);
+        }
         lo = hi;
     }
     atomic_init(&st->nleft, lo - t->lo);
@@ -62,10 +99,9 @@ static bool take_spare(struct pm__sched_state *st, int stub)
 {
     if (atomic_load_explicit(&st->spare_chunks, memory_order_relaxed) == 0)
         return false;
-    pm__range_slot_t *r = &st->slot[stub];
     bool moved = false;
     pm__lock(&st->spare_lock);
-    pm__lock(&r->lock);
+    pm__range_slot_t *r = lock_slot(st, stub);
     if (st->nspare > 0 &&
         atomic_load_explicit(&r->lo, memory_order_relaxed) >=
             atomic_load_explicit(&r->hi, memory_order_relaxed)) {
@@ -82,12 +118,11 @@ static bool take_spare(struct pm__sched_state *st, int stub)
 
 bool pm__ranges_take_own(pm__task_t *t, int stub, uint64_t *chunk)
 {
-    pm__range_slot_t *r = &t->sched->slot[stub];
     bool got = false;
     for (int pass = 0; pass < 2 && !got; pass++) {
         if (pass == 1 && !take_spare(t->sched, stub))
             break;
-        pm__lock(&r->lock);
+        pm__range_slot_t *r = lock_slot(t->sched, stub);
         uint64_t lo = atomic_load_explicit(&r->lo, memory_order_relaxed);
         if (lo < atomic_load_explicit(&r->hi, memory_order_relaxed)) {
             *chunk = lo;
@@ -103,9 +138,8 @@ bool pm__ranges_take_own(pm__task_t *t, int stub, uint64_t *chunk)
 
 uint64_t pm__ranges_extend(pm__task_t *t, int stub, uint64_t next, uint64_t max)
 {
-    pm__range_slot_t *r = &t->sched->slot[stub];
     uint64_t n = 0;
-    pm__lock(&r->lock);
+    pm__range_slot_t *r = lock_slot(t->sched, stub);
     uint64_t lo = atomic_load_explicit(&r->lo, memory_order_relaxed);
     uint64_t hi = atomic_load_explicit(&r->hi, memory_order_relaxed);
     if (lo == next && hi > lo) {
@@ -120,9 +154,8 @@ uint64_t pm__ranges_extend(pm__task_t *t, int stub, uint64_t next, uint64_t max)
 
 bool pm__ranges_untake(pm__task_t *t, int stub, uint64_t lo, uint64_t hi)
 {
-    pm__range_slot_t *r = &t->sched->slot[stub];
     left_add(t->sched, hi - lo);
-    pm__lock(&r->lock);
+    pm__range_slot_t *r = lock_slot(t->sched, stub);
     bool back = atomic_load_explicit(&r->lo, memory_order_relaxed) == hi;
     if (back)
         atomic_store_explicit(&r->lo, lo, memory_order_relaxed);
@@ -140,10 +173,9 @@ static int pick_victim(const struct pm__sched_state *st, int self)
     for (int s = 0; s < st->nstubs; s++) {
         if (s == self)
             continue;
-        uint64_t lo = atomic_load_explicit(&st->slot[s].lo, memory_order_relaxed);
-        uint64_t hi = atomic_load_explicit(&st->slot[s].hi, memory_order_relaxed);
-        if (hi > lo && hi - lo > most) {
-            most = hi - lo;
+        uint64_t n = slot_span(st, s);
+        if (n > most) {
+            most = n;
             best = s;
         }
     }
@@ -157,8 +189,7 @@ bool pm__ranges_steal(pm__task_t *t, int stub, uint64_t *chunk)
         int v = pick_victim(st, stub);
         if (v < 0)
             return false;
-        pm__range_slot_t *vr = &st->slot[v];
-        pm__lock(&vr->lock);
+        pm__range_slot_t *vr = lock_slot(st, v);
         uint64_t lo = atomic_load_explicit(&vr->lo, memory_order_relaxed);
         uint64_t hi = atomic_load_explicit(&vr->hi, memory_order_relaxed);
         if (hi <= lo) { /* emptied meanwhile: look again */
@@ -173,12 +204,11 @@ bool pm__ranges_steal(pm__task_t *t, int stub, uint64_t *chunk)
         atomic_store_explicit(&vr->hi, first, memory_order_relaxed);
         pm__unlock(&vr->lock);
 
-        pm__range_slot_t *own = &st->slot[stub];
-        pm__lock(&own->lock);
+        pm__range_slot_t *own = lock_slot(st, stub);
         atomic_store_explicit(&own->lo, first + 1, memory_order_relaxed);
         atomic_store_explicit(&own->hi, hi, memory_order_relaxed);
         pm__unlock(&own->lock);
-        t->counts[stub].steals++;
+        pm__counts_own(t, stub)->steals++;
         left_sub(st, 1);
         *chunk = first;
         return true;
@@ -197,8 +227,7 @@ bool pm__ranges_give(pm__task_t *t, uint64_t max, uint64_t *lo, uint64_t *hi)
         int v = pick_victim(st, -1);
         if (v < 0)
             return false;
-        pm__range_slot_t *vr = &st->slot[v];
-        pm__lock(&vr->lock);
+        pm__range_slot_t *vr = lock_slot(st, v);
         uint64_t a = atomic_load_explicit(&vr->lo, memory_order_relaxed);
         uint64_t b = atomic_load_explicit(&vr->hi, memory_order_relaxed);
         if (b <= a) {
@@ -229,10 +258,9 @@ void pm__ranges_install(pm__task_t *t, uint64_t lo, uint64_t hi)
      * waits as a spare for the next stub that runs out. */
     for (int pass = 0; pass < 2; pass++) {
         for (int s = 0; s < st->nstubs; s++) {
-            pm__range_slot_t *r = &st->slot[s];
             if (!pm__task_runnable_on(t, &pm__rt.stubs[s]))
                 continue;
-            pm__lock(&r->lock);
+            pm__range_slot_t *r = lock_slot(st, s);
             uint64_t a = atomic_load_explicit(&r->lo, memory_order_relaxed);
             uint64_t b = atomic_load_explicit(&r->hi, memory_order_relaxed);
             bool ok = pass == 0 ? a >= b : (b == lo || a == hi);

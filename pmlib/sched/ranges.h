@@ -11,6 +11,9 @@
 typedef struct pm__range_slot {
     _Alignas(64) pm__lock_t lock;
     atomic_uint_fast64_t lo, hi; /* written under lock, read freely to pick victims */
+    /* The task's gen once written for it (sched/ranges.c, lock_slot): in a
+     * reused block an older gen reads as an empty range. */
+    atomic_uint_fast64_t gen;
 } pm__range_slot_t;
 
 /* Fields every take reads come first, on lines of their own; each field
@@ -20,6 +23,7 @@ typedef struct pm__range_slot {
  * the sixteenth chunk of a timestep started 10 us after the first). */
 struct pm__sched_state {
     int nstubs;
+    uint64_t gen; /* the task's (pm__task_t.gen) */
     pm__range_slot_t *slot;
     /* Ranges from other hosts that found no idle stub to hold them: the
      * next stub whose own range runs out takes one. */

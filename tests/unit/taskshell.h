@@ -8,6 +8,7 @@
 
 #include <check.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/internal.h"
 #include "sched/ranges.h"
@@ -31,16 +32,18 @@ static inline pm__task_t *ts_task(uint64_t nchunks, pm_sched_t sched, struct pm_
     t->desc.sched = sched;
     t->cbs.cb.cpu = ts_noop;
     t->cbs.model = model;
-    t->counts = calloc((size_t)nstubs, sizeof *t->counts);
+    t->counts = calloc((size_t)nstubs, sizeof *t->counts); /* gen 0, the task's: all in use */
+    t->runnable = calloc((size_t)nstubs, 1);
     /* Room for every memory a test may give the task (none known: NULL). */
     t->desc.mem = calloc(PM_MAX_TASK_MEMORIES, sizeof *t->desc.mem);
     t->mems = calloc(PM_MAX_TASK_MEMORIES, sizeof *t->mems);
     ck_assert(t->desc.mem != NULL && t->mems != NULL);
     t->sched_space = pm__aligned_alloc(pm__ranges_space(nstubs));
-    ck_assert(t->counts != NULL && t->sched_space != NULL);
+    ck_assert(t->counts != NULL && t->runnable != NULL && t->sched_space != NULL);
+    memset(t->sched_space, 0, pm__ranges_space(nstubs)); /* slots of gen 0, the task's */
     for (int i = 0; i < nstubs; i++) {
         stubs[i] = (pm__stub_t){.index = i, .ops = &pm__cpu_ops, .speed = 1.0};
-        t->counts[i].runnable = true;
+        t->runnable[i] = 1;
     }
     pm__rt.stubs = stubs;
     pm__rt.nstubs = nstubs;
@@ -55,6 +58,7 @@ static inline void ts_free(pm__task_t *t)
     t->policy->fini(t);
     free(t->sched_space);
     free(t->counts);
+    free(t->runnable);
     free(t->desc.mem);
     free(t->mems);
     free(t);

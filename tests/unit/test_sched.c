@@ -107,13 +107,34 @@ START_TEST(weights_set_share_sizes)
     t->hi = 1000;
     t->counts = calloc(NSTUBS, sizeof *t->counts);
     t->sched_space = pm__aligned_alloc(pm__ranges_space(NSTUBS));
+    /* A reused block: slots of another task's gen, whatever their ranges,
+     * unlocked (a task's block is reused once no thread holds it). */
+    memset(t->sched_space, 0xab, pm__ranges_space(NSTUBS));
+    for (int s = 0; s < NSTUBS; s++)
+        atomic_store(&((pm__range_slot_t *)t->sched_space)[s].lock.held, 0);
+    t->gen = 7;
     const double w[NSTUBS] = {1, 3, 0, 4};
     ck_assert_int_eq(pm__ranges_init(t, NSTUBS, w), 0);
     const uint64_t lo[NSTUBS] = {0, 125, 500, 500}, hi[NSTUBS] = {125, 500, 500, 1000};
     for (int s = 0; s < NSTUBS; s++) {
-        ck_assert_uint_eq(atomic_load(&t->sched->slot[s].lo), lo[s]);
-        ck_assert_uint_eq(atomic_load(&t->sched->slot[s].hi), hi[s]);
+        const pm__range_slot_t *r = &t->sched->slot[s];
+        if (lo[s] == hi[s]) { /* no share: left as it was, so empty by its gen */
+            ck_assert_uint_ne(atomic_load(&r->gen), 7);
+            continue;
+        }
+        ck_assert_uint_eq(atomic_load(&r->gen), 7);
+        ck_assert_uint_eq(atomic_load(&r->lo), lo[s]);
+        ck_assert_uint_eq(atomic_load(&r->hi), hi[s]);
     }
+    /* The empty slot's owner finds nothing of its own, then steals. */
+    uint64_t c;
+    ck_assert(!pm__ranges_take_own(t, 2, &c));
+    ck_assert(pm__ranges_steal(t, 2, &c)); /* the back half of stub 3's 500 */
+    ck_assert_uint_eq(c, 750);
+    ck_assert_uint_eq(atomic_load(&t->sched->slot[2].gen), 7);
+    ck_assert_uint_eq(atomic_load(&t->sched->slot[2].lo), 751);
+    ck_assert_uint_eq(atomic_load(&t->sched->slot[2].hi), 1000);
+    ck_assert_uint_eq(atomic_load(&t->sched->slot[3].hi), 750);
     pm__ranges_fini(t);
     free(t->sched_space);
     free(t->counts);
