@@ -88,7 +88,12 @@ START_TEST(test_short_tasks_wake_few_stubs)
     for (int i = 0; i < 100; i++)
         run_marked(&desc);
     uint64_t woken = atomic_load(&pm__rt.woken) - before;
-    ck_assert_uint_le(woken, 200);
+    /* Under a sanitizer every subtask runs many times slower and its
+     * chunks run long often: the count then measures the sanitizer (200
+     * to 324 wake-ups in 100 tasks under ThreadSanitizer on 2 busy
+     * cores), so only plain builds check it. */
+    if (getenv("PMLIB_TEST_SANITIZER") == NULL)
+        ck_assert_uint_le(woken, 200);
 
     atomic_store(&nap_us, 5000);
     desc.subtasks = 8;
