@@ -848,6 +848,50 @@ static int open_cached(run_t *r, slot_t *sl, pm__subs_view_t v, int m, void **na
     return rc;
 }
 
+/* A part is copied in as at most this many pieces of what the mirror
+ * lacks; beyond that, whole (each piece is a copy call of its own). */
+#define MISSING_PIECES 64
+
+/*
+ * The pieces of read part q the mirror lacks, into out[] (at most
+ * MISSING_PIECES): the gaps of a contiguous part, or the runs of rows of a
+ * strided one not wholly valid. Where another host or device wrote a few
+ * rows of what this GPU holds (a column pass after a row pass of which
+ * another host ran some chunks), only those rows come in instead of every
+ * row of the part. Returns the count, or 0 when the part goes whole.
+ */
+static uint32_t missing_pieces(const pm__acc_t *valid, const pm__sub_t *q, pm__sub_t *out)
+{
+    uint32_t n = 0;
+    if (q->count == 1 || q->stride == q->block) {
+        uint64_t lo = q->offset, hi = q->offset + q->count * q->block, glo, ghi;
+        while (pm__acc_gap(valid, lo, hi, &glo, &ghi)) {
+            if (n == MISSING_PIECES)
+                return 0;
+            out[n++] = (pm__sub_t){.offset = glo, .block = ghi - glo, .stride = ghi - glo,
+                                   .count = 1, .mem = q->mem, .access = q->access};
+            lo = ghi;
+        }
+        return n;
+    }
+    for (uint64_t k = 0; k < q->count;) {
+        uint64_t at = q->offset + k * q->stride;
+        if (pm__acc_covers(valid, at, at + q->block)) {
+            k++;
+            continue;
+        }
+        uint64_t first = k;
+        while (k < q->count &&
+               !pm__acc_covers(valid, q->offset + k * q->stride, q->offset + k * q->stride + q->block))
+            k++;
+        if (n == MISSING_PIECES)
+            return 0;
+        out[n++] = (pm__sub_t){.offset = at, .block = q->block, .stride = q->stride,
+                               .count = k - first, .mem = q->mem, .access = q->access};
+    }
+    return n;
+}
+
 /*
  * A non-reduced memory on its mirror: read parts the mirror lacks come in
  * (behind copies other streams made into it), written parts stop being
@@ -873,7 +917,10 @@ static int open_mirror(run_t *r, slot_t *sl, pm__subs_view_t v, int m, void **na
         read = true;
         if (pm__acc_covers_rows(&mr->valid, q->offset, q->block, q->stride, q->count))
             continue;
-        rc = copy_in(r, sl, mr->buf.ptr, mem->data, r->pinned[m], (parts_t){q, 1, m, PM_READ});
+        pm__sub_t miss[MISSING_PIECES];
+        uint32_t nmiss = missing_pieces(&mr->valid, q, miss);
+        rc = nmiss > 0 ? copy_in(r, sl, mr->buf.ptr, mem->data, r->pinned[m], (parts_t){miss, nmiss, m, PM_READ})
+                       : copy_in(r, sl, mr->buf.ptr, mem->data, r->pinned[m], (parts_t){q, 1, m, PM_READ});
         if (rc == 0)
             rc = part_apply(&mr->valid, q, true);
         copied = true;

@@ -32,6 +32,13 @@ __global__ void fill_column(double *m, uint64_t rows, uint64_t cols, uint64_t co
         m[r * cols + col] = (double)(r * 1000 + col);
 }
 
+__global__ void copy_column(double *out, const double *m, uint64_t rows, uint64_t cols, uint64_t col)
+{
+    for (uint64_t r = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; r < rows;
+         r += (uint64_t)blockDim.x * gridDim.x)
+        out[col * rows + r] = m[r * cols + col];
+}
+
 __global__ void combine(double *out, const double *in, uint64_t n, uint64_t lo, uint64_t hi)
 {
     for (uint64_t i = lo + blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < hi;
@@ -65,6 +72,13 @@ extern "C" int tk_fill_f(double *out, uint64_t lo, uint64_t hi, void *stream)
 extern "C" int tk_fill_column(double *m, uint64_t rows, uint64_t cols, uint64_t col, void *stream)
 {
     fill_column<<<blocks_for(rows), kThreads, 0, (cudaStream_t)stream>>>(m, rows, cols, col);
+    return 0;
+}
+
+extern "C" int tk_copy_column(double *out, const double *m, uint64_t rows, uint64_t cols, uint64_t col,
+                              void *stream)
+{
+    copy_column<<<blocks_for(rows), kThreads, 0, (cudaStream_t)stream>>>(out, m, rows, cols, col);
     return 0;
 }
 

@@ -17,6 +17,9 @@ extern "C" {
 int tk_fill_f(double *out, uint64_t lo, uint64_t hi, void *stream);
 /* m[r * cols + col] = r * 1000 + col for every row r. */
 int tk_fill_column(double *m, uint64_t rows, uint64_t cols, uint64_t col, void *stream);
+/* out[col * rows + r] = m[r * cols + col] for every row r. */
+int tk_copy_column(double *out, const double *m, uint64_t rows, uint64_t cols, uint64_t col,
+                   void *stream);
 /* out[i] = 2 * in[i] + in[(i * 7) % n] for lo <= i < hi. */
 int tk_combine(double *out, const double *in, uint64_t n, uint64_t lo, uint64_t hi,
                void *stream);

@@ -1,6 +1,8 @@
 /*
  * The GPU stub. Proves that: a GPU-only task writes the serial loop's
- * bytes, strided subscriptions included, whatever the grain; a read-only
+ * bytes, strided subscriptions included, whatever the grain; a task
+ * reading what the GPU's mirror holds but for a few rows copies in only
+ * those rows; a read-only
  * input read by every subtask crosses PCIe once, stays cached for the next
  * task and is copied again once its version changes; when device memory is
  * short the least recently used cached input is evicted and no task fails;
@@ -190,6 +192,106 @@ START_TEST(test_strided_columns)
     mat_conf_t c = {.rows = 4096, .cols = 48};
     reg("gpu-columns", column_subscribe, NULL, column_cuda, NULL);
     run_columns(tu_memory(c.rows * c.cols * sizeof(double)), c);
+}
+END_TEST
+
+/*
+ * ---- a mirror that lacks a few rows --------------------------------------
+ * Task A writes every row of a rows x cols matrix on the GPU but rows
+ * [skip_lo, skip_hi), which keep the bytes the host gave them; task B then
+ * copies each column out (strided reads of every row). The GPU's mirror
+ * holds all of A's output, so B must copy in only the skipped rows, and
+ * its columns must show both A's values and the host's.
+ */
+typedef struct skip_conf {
+    uint64_t rows, cols, per, skip_lo, skip_hi;
+} skip_conf_t;
+
+static int skip_rows_subscribe(pm_subscription_t *sub, const pm_subtask_info_t *info)
+{
+    const skip_conf_t *c = info->conf;
+    uint64_t lo = info->id * c->per, hi = lo + c->per, row = c->cols * sizeof(double);
+    int rc = 0;
+    if (lo < c->skip_lo)
+        rc = pm_subscribe(sub, 0, PM_WRITE, lo * row, ((hi < c->skip_lo ? hi : c->skip_lo) - lo) * row);
+    if (rc == 0 && hi > c->skip_hi) {
+        uint64_t from = lo > c->skip_hi ? lo : c->skip_hi;
+        rc = pm_subscribe(sub, 0, PM_WRITE, from * row, (hi - from) * row);
+    }
+    return rc;
+}
+
+static int skip_rows_cuda(const pm_subtask_info_t *info, void *stream)
+{
+    const skip_conf_t *c = info->conf;
+    uint64_t lo = info->id * c->per, hi = lo + c->per;
+    int rc = 0;
+    if (lo < c->skip_lo)
+        rc = tk_fill_f(info->mem[0], lo * c->cols, (hi < c->skip_lo ? hi : c->skip_lo) * c->cols, stream);
+    if (rc == 0 && hi > c->skip_hi)
+        rc = tk_fill_f(info->mem[0], (lo > c->skip_hi ? lo : c->skip_hi) * c->cols, hi * c->cols, stream);
+    return rc;
+}
+
+static int copy_column_subscribe(pm_subscription_t *sub, const pm_subtask_info_t *info)
+{
+    const skip_conf_t *c = info->conf;
+    int rc = pm_subscribe_strided(sub, 0, PM_READ, info->id * sizeof(double), sizeof(double),
+                                  c->cols * sizeof(double), c->rows);
+    if (rc == 0)
+        rc = pm_subscribe(sub, 1, PM_WRITE, info->id * c->rows * sizeof(double), c->rows * sizeof(double));
+    return rc;
+}
+
+static int copy_column_cuda(const pm_subtask_info_t *info, void *stream)
+{
+    const skip_conf_t *c = info->conf;
+    return tk_copy_column(info->mem[1], info->mem[0], c->rows, c->cols, info->id, stream);
+}
+
+START_TEST(test_mirror_copies_in_only_missing_rows)
+{
+    skip_conf_t c = {.rows = 512, .cols = 64, .per = 32, .skip_lo = 100, .skip_hi = 110};
+    /* One GPU: with two, each one's mirror holds only the rows it wrote. */
+    ck_assert_int_eq(pm_finalize(), PM_OK);
+    ck_assert_int_eq(setenv("PMLIB_NGPU", "1", 1), 0);
+    tu_init_ncpu("2");
+    pm_memory_t m = tu_memory(c.rows * c.cols * sizeof(double));
+    pm_memory_t out = tu_memory(c.rows * c.cols * sizeof(double));
+    double *a = pm_memory_data(m);
+    for (uint64_t i = 0; i < c.rows * c.cols; i++)
+        a[i] = -(double)i;
+    reg("gpu-skip-rows", skip_rows_subscribe, NULL, skip_rows_cuda, NULL);
+    reg("gpu-copy-columns", copy_column_subscribe, NULL, copy_column_cuda, NULL);
+
+    pm_task_desc_t d;
+    pm_task_stats_t st;
+    tu_desc(&d, "gpu-skip-rows", c.rows / c.per);
+    tu_add(&d, m, PM_WRITE);
+    d.conf = &c;
+    d.conf_bytes = sizeof c;
+    d.devices = PM_DEVICE_GPU;
+    ck_assert_int_eq(run_stats(&d, &st), PM_OK);
+
+    tu_desc(&d, "gpu-copy-columns", c.cols);
+    tu_add(&d, m, PM_READ);
+    tu_add(&d, out, PM_WRITE);
+    d.conf = &c;
+    d.conf_bytes = sizeof c;
+    d.devices = PM_DEVICE_GPU;
+    d.grain = 4;
+    ck_assert_int_eq(run_stats(&d, &st), PM_OK);
+    const double *o = pm_memory_data(out);
+    for (uint64_t r = 0; r < c.rows; r++)
+        for (uint64_t k = 0; k < c.cols; k++) {
+            uint64_t i = r * c.cols + k;
+            double want = r >= c.skip_lo && r < c.skip_hi ? -(double)i : (double)i * 0.5 + 3.0;
+            ck_assert_msg(o[k * c.rows + r] == want, "column %llu row %llu: %g, expected %g",
+                          (unsigned long long)k, (unsigned long long)r, o[k * c.rows + r], want);
+        }
+    /* Only the skipped rows came in (the whole matrix before). */
+    ck_assert_uint_eq(st.bytes_to_gpu, (c.skip_hi - c.skip_lo) * c.cols * sizeof(double));
+    ck_assert_int_eq(atomic_load(&tu_callback_errors), 0);
 }
 END_TEST
 
@@ -864,6 +966,7 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_gpu_only_task_equals_serial_loop);
     tcase_add_test(tc, test_strided_columns);
+    tcase_add_test(tc, test_mirror_copies_in_only_missing_rows);
     tcase_add_test(tc, test_read_only_input_cached);
     tcase_add_test(tc, test_pinned_memories_copy_directly);
     tcase_add_test(tc, test_memories_before_cuda_callbacks_are_pageable);
