@@ -274,8 +274,8 @@ int pm__subscribe_check_overlap(pm__task_t *t)
  * configuration bytes and the memories' sizes (doc/api.md); so a task with
  * the same callbacks, subtask count, grain, configuration and memory sizes
  * and modes as an earlier one gets the same subscriptions, already checked
- * for overlapping writes. Host 0 keeps the last checked set of each of a
- * few callback sets and hands it to such tasks, which then skip the
+ * for overlapping writes. Host 0 keeps the last two checked sets of each
+ * of a few callback sets and hands them to such tasks, which then skip the
  * subscribe phase. PM_TASK_FRESH_SUBSCRIPTIONS turns this off per task.
  */
 struct pm__subs_set {
@@ -285,6 +285,11 @@ struct pm__subs_set {
 };
 
 #define PM__SUBS_CACHE 8
+/* Entries one callback set may hold: two, so that tasks of two shapes in
+ * turn (the row and column passes of a 2-D FFT) both find theirs, while a
+ * program whose configuration changes every task (a timestep in it) takes
+ * no more than two from other callback sets. */
+#define PM__SUBS_PER_CALLBACKS 2
 
 typedef struct subs_key {
     char name[PM__NAME_MAX];
@@ -378,15 +383,20 @@ void pm__subs_keep(pm__task_t *t)
     if (conf != NULL)
         memcpy(conf, t->conf, k.conf_bytes);
     pthread_mutex_lock(&SC.lock);
-    int slot = 0; /* the same callbacks' entry, else an empty or the oldest one */
+    /* The oldest of the same callbacks' entries once they have
+     * PM__SUBS_PER_CALLBACKS, else an empty or the oldest one. */
+    int slot = 0, mine = -1, nmine = 0;
     for (int i = 0; i < PM__SUBS_CACHE; i++) {
         if (SC.set[i] != NULL && strcmp(SC.key[i].name, k.name) == 0) {
-            slot = i;
-            break;
+            nmine++;
+            if (mine < 0 || SC.used[i] < SC.used[mine])
+                mine = i;
         }
-        if (SC.set[i] == NULL || SC.used[i] < SC.used[slot])
+        if (SC.set[i] == NULL || (SC.set[slot] != NULL && SC.used[i] < SC.used[slot]))
             slot = i;
     }
+    if (nmine >= PM__SUBS_PER_CALLBACKS)
+        slot = mine;
     pm__subs_set_t *old = SC.set[slot];
     unsigned char *old_conf = SC.key[slot].conf;
     SC.key[slot] = k;

@@ -203,6 +203,32 @@ static double set_bytes(const pm__acc_t *a)
     return n;
 }
 
+/* The bytes of the union of two sets, by one merge of their sorted lists
+ * (adding one set's ranges to the other one by one moved the rest of the
+ * list each time: 6 ms for the 4096 rows of a 2-D FFT's column blocks). */
+static double union_bytes(const pm__acc_t *a, const pm__acc_t *b)
+{
+    double n = 0;
+    uint32_t i = 0, j = 0;
+    uint64_t lo = 0, hi = 0;
+    bool open = false;
+    while (i < a->ncov || j < b->ncov) {
+        const pm__range_t *r =
+            j >= b->ncov || (i < a->ncov && a->cov[i].lo <= b->cov[j].lo) ? &a->cov[i++] : &b->cov[j++];
+        if (open && r->lo <= hi) {
+            if (r->hi > hi)
+                hi = r->hi;
+            continue;
+        }
+        if (open)
+            n += (double)(hi - lo);
+        lo = r->lo;
+        hi = r->hi;
+        open = true;
+    }
+    return open ? n + (double)(hi - lo) : n;
+}
+
 void pm__chunk_bytes(const pm__task_t *t, pm__chunk_bytes_t *b)
 {
     *b = (pm__chunk_bytes_t){0, 0, 0};
@@ -225,9 +251,7 @@ void pm__chunk_bytes(const pm__task_t *t, pm__chunk_bytes_t *b)
             double a = set_bytes(&rd[m]), b1 = set_bytes(&rd1[m]);
             in1 += b1;
             out1 += set_bytes(&wr[m]);
-            for (uint32_t i = 0; i < rd1[m].ncov && rc == 0; i++)
-                rc = pm__acc_cover(&rd[m], rd1[m].cov[i].lo, rd1[m].cov[i].hi);
-            double u = set_bytes(&rd[m]);
+            double u = union_bytes(&rd[m], &rd1[m]);
             if (a + b1 > u)
                 both += a + b1 - u;
         }

@@ -300,6 +300,18 @@ START_TEST(chunk_bytes_from_subscriptions)
     ck_assert(fabs(b.out - 32) < 1e-9);
     for (uint64_t c = 0; c < n; c++) {
         free(cs[c].recs);
+        cs[c].recs = NULL;
+        cs[c].n = 0;
+        /* rows of 8 bytes 32 apart; the last chunk's 4 bytes further on:
+         * 4 of each row's bytes are read by both ends */
+        add_sub(&cs[c], 0, 0, PM_READ, c == n - 1 ? 4 : 0, 8, 32, 4);
+    }
+    pm__chunk_bytes(&t, &b);
+    ck_assert(fabs(b.common - 16) < 1e-9);
+    ck_assert(fabs(b.in - 16) < 1e-9);
+    ck_assert(fabs(b.out) < 1e-9);
+    for (uint64_t c = 0; c < n; c++) {
+        free(cs[c].recs);
         free(cs[c].start);
     }
 }

@@ -10,7 +10,10 @@
  * - the subtask info (ids, count, memory sizes, device) is right;
  * - without a subscribe callback every subtask still runs once;
  * - the config blob is copied at submit: changing the caller's copy (and
- *   the descriptor) afterwards does not reach the subtasks.
+ *   the descriptor) afterwards does not reach the subtasks;
+ * - tasks of two shapes in turn (a row pass and a column pass) subscribe
+ *   once each and then reuse their checked subscriptions; a third shape
+ *   of the same callbacks makes the oldest subscribe again.
  */
 #include "testutil.h"
 
@@ -657,6 +660,76 @@ static void setup(void)
     tu_register("blob", blob_subscribe, blob_cpu);
 }
 
+/* ------------------------------------------------------------------------ */
+/* Subscriptions reused by tasks of the same shape                            */
+/* ------------------------------------------------------------------------ */
+
+#define SHAPE_N 16 /* a SHAPE_N x SHAPE_N matrix of uint32 */
+
+static atomic_int shape_subscribes;
+
+/* pass 0: subtask i owns row i; pass 1: column i; pass 2: both halves of
+ * row i in two ranges. Each subtask adds pass + 1 to what it owns. */
+static int shape_subscribe(pm_subscription_t *sub, const pm_subtask_info_t *info)
+{
+    const int *pass = info->conf;
+    size_t row = SHAPE_N * sizeof(uint32_t);
+    atomic_fetch_add(&shape_subscribes, 1);
+    if (*pass == 1)
+        return pm_subscribe_strided(sub, 0, PM_READ_WRITE, info->id * sizeof(uint32_t), sizeof(uint32_t),
+                                    row, SHAPE_N);
+    if (*pass == 2) {
+        int rc = pm_subscribe(sub, 0, PM_READ_WRITE, info->id * row, row / 2);
+        return rc != 0 ? rc : pm_subscribe(sub, 0, PM_READ_WRITE, info->id * row + row / 2, row / 2);
+    }
+    return pm_subscribe(sub, 0, PM_READ_WRITE, info->id * row, row);
+}
+
+static int shape_cpu(const pm_subtask_info_t *info)
+{
+    const int *pass = info->conf;
+    uint32_t *m = info->mem[0];
+    for (uint64_t k = 0; k < SHAPE_N; k++) {
+        uint64_t i = *pass == 1 ? k * SHAPE_N + info->id : info->id * SHAPE_N + k;
+        m[i] += (uint32_t)*pass + 1;
+    }
+    return 0;
+}
+
+/* Runs a pass; the subscribe calls it made. */
+static int run_shape(pm_memory_t m, int pass)
+{
+    pm_task_desc_t d;
+    int before = atomic_load(&shape_subscribes);
+    tu_desc(&d, "shapes", SHAPE_N);
+    tu_add(&d, m, PM_READ_WRITE);
+    d.conf = &pass;
+    d.conf_bytes = sizeof pass;
+    ck_assert_int_eq(tu_run(&d), PM_OK);
+    return atomic_load(&shape_subscribes) - before;
+}
+
+START_TEST(test_two_shapes_in_turn_reuse_subscriptions)
+{
+    pm_memory_t m = tu_memory(SHAPE_N * SHAPE_N * sizeof(uint32_t));
+    memset(pm_memory_data(m), 0, SHAPE_N * SHAPE_N * sizeof(uint32_t));
+    tu_register("shapes", shape_subscribe, shape_cpu);
+    ck_assert_int_eq(run_shape(m, 0), SHAPE_N);
+    ck_assert_int_eq(run_shape(m, 1), SHAPE_N);
+    for (int round = 0; round < 3; round++) {
+        ck_assert_int_eq(run_shape(m, 0), 0);
+        ck_assert_int_eq(run_shape(m, 1), 0);
+    }
+    /* A third shape takes the place of the oldest (the row pass). */
+    ck_assert_int_eq(run_shape(m, 2), SHAPE_N);
+    ck_assert_int_eq(run_shape(m, 0), SHAPE_N);
+    /* rows: 5 x 1 + 1 x 3; columns: 4 x 2 */
+    const uint32_t *a = pm_memory_data(m);
+    for (size_t i = 0; i < SHAPE_N * SHAPE_N; i++)
+        ck_assert_uint_eq(a[i], 5 * 1 + 3 + 4 * 2);
+}
+END_TEST
+
 static Suite *subscribe_suite(void)
 {
     Suite *s = suite_create("subscribe");
@@ -683,6 +756,7 @@ static Suite *subscribe_suite(void)
     tcase_add_test(misc, test_no_subscribe_no_memories);
     tcase_add_test(misc, test_no_subscribe_with_memory);
     tcase_add_test(misc, test_conf_copied_at_submit);
+    tcase_add_test(misc, test_two_shapes_in_turn_reuse_subscriptions);
 
     suite_add_tcase(s, view);
     suite_add_tcase(s, strided);
