@@ -17,187 +17,28 @@
  * reused address to stale pinned pages. Buffers that are already page-
  * locked (cudaHostAlloc'd memories) are copied directly.
  */
-#include "exec/cuda.h"
+#include "exec/cuda_int.h"
 
 #include <assert.h>
-#include <cuda_runtime.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "exec/check.h"
-#include "exec/subs.h"
-#include "reduce/ops.h"
+/* The error behind the last failed check on this thread (exec/cuda_int.h). */
+_Thread_local cudaError_t pm__cuda_last_error;
 
-#define SLOTS 3                        /* subtasks in flight per GPU: copy in, run, copy out */
-#define CHUNK_STATES (SLOTS + 1)       /* chunks with subtasks in flight, plus one starting */
-#define STAGE_BYTES ((size_t)8 << 20)  /* each of a stream's two pinned staging halves */
-#define POOL_MAX 64                    /* idle device buffers kept for reuse */
-#define CACHE_BUCKETS 1024             /* power of two */
-#define CACHE_MAX 4096                 /* cached ranges; the LRU ones go beyond */
-#define MAX_PITCH ((uint64_t)1 << 30)  /* larger strides copy row by row */
-#define NARROW_ROW ((uint64_t)32 << 10) /* default: narrower rows move through a kernel */
-#define QUIET PM__LOG_DEBUG            /* failures a subtask's message reports */
-#define NO_MIRROR 1                    /* not an error: use buffers of the hull instead */
-
-/* In pmlib/cuda/ (reduce_kernels.cu, stub_kernels.cu); both return a cudaError_t. */
-int pm__cuda_reduce_apply(pm_reduce_op_t op, pm_type_t type, void *into, const void *from,
-                          size_t count, void *stream);
-int pm__cuda_fill(void *dst, const void *elem, int elem_bytes, size_t count, void *stream);
-int pm__cuda_copy_rows(void *dst, const void *src, size_t width, size_t pitch, size_t rows,
-                       void *stream);
-
-/* ---- checking CUDA calls ------------------------------------------------ */
-
-/* The error behind the last failed check on this thread, for the message of
- * the subtask it fails; each subtask starts with it clear. */
-static _Thread_local cudaError_t last_cuda_error;
-
-/*
- * Every CUDA runtime call goes through PM__CUDA: a failure is logged at
- * `level` naming the call and CUDA's message, remembered for the subtask's
- * message and turned into a pmlib code (PM_ENOMEM for device memory).
- * Failures that fail a subtask log at debug level only, since the task
- * logs its failure once when it finishes.
- */
-#define PM__CUDA(level, call) cuda_status((call), (level), #call, __LINE__)
-
-static int cuda_status(cudaError_t e, int level, const char *call, int line)
+int pm__cuda_status(cudaError_t e, int level, const char *call, const char *file, int line)
 {
     if (e == cudaSuccess)
         return 0;
-    last_cuda_error = e;
-    pm__log(level, "%s failed (exec/cuda.c:%d): %s: %s", call, line, cudaGetErrorName(e),
-            cudaGetErrorString(e));
+    pm__cuda_last_error = e;
+    const char *base = strrchr(file, '/');
+    pm__log(level, "%s failed (exec/%s:%d): %s: %s", call, base != NULL ? base + 1 : file, line,
+            cudaGetErrorName(e), cudaGetErrorString(e));
     return e == cudaErrorMemoryAllocation ? PM_ENOMEM : PM_ECUDA;
 }
-
-/* Pointers in the natural view (base minus first byte) may point outside
- * any object, so their offsets are computed as integers. */
-static inline void *at(const void *natural, uint64_t off)
-{
-    return (void *)((uintptr_t)natural + (uintptr_t)off);
-}
-
-/* ---- state -------------------------------------------------------------- */
-
-typedef struct dev_buf {
-    unsigned char *ptr;
-    size_t bytes;
-} dev_buf_t;
-
-/* A read-only subscription kept on the device. */
-typedef struct cache_entry {
-    uint64_t handle, version, lo, hi;
-    pm__sub_t *pat;       /* the parts copied in, in subscription order */
-    uint32_t npat;
-    dev_buf_t buf;
-    cudaEvent_t ready;    /* recorded after the copy in, on whichever stream made it */
-    int refs;             /* subtasks in flight using it */
-    struct cache_entry *hnext, *newer, *older;
-} cache_entry_t;
-
-/*
- * A whole memory kept on the device. Subtasks work on it in place: their
- * read parts are copied in only where `valid` lacks them, and what they
- * write is copied home (write-through) and becomes valid for the version
- * the task leaves behind, so the next task of an iterative program finds
- * the previous task's output on the GPU that made it.
- */
-typedef struct mirror {
-    uint64_t handle, bytes;
-    uint64_t version;      /* what `valid` describes */
-    pm__acc_t valid;       /* bytes equal to the host's at `version`, once `filled` is reached */
-    pm__acc_t writing;     /* bytes this GPU's subtasks write in the running task */
-    pm__acc_t pending;     /* of those, the ones copied home: valid at version + 1 */
-    dev_buf_t buf;
-    cudaEvent_t filled;    /* after the latest copy into it, on whichever stream made it */
-    int refs;              /* subtasks in flight using it */
-    uint64_t used;         /* LRU tick */
-    struct mirror *next;
-} mirror_t;
-
-enum use_kind { USE_NONE, USE_CACHED, USE_PLAIN, USE_DIRECT, USE_MERGE, USE_CUSTOM, USE_MIRROR };
-
-/* How a subtask in flight holds one memory. */
-typedef struct mem_use {
-    enum use_kind kind;
-    uint64_t lo, hi;      /* hull of its subscriptions of the memory */
-    dev_buf_t buf;        /* USE_PLAIN, USE_MERGE, USE_CUSTOM */
-    cache_entry_t *entry; /* USE_CACHED */
-    mirror_t *mirror;     /* USE_MIRROR */
-    bool sent;            /* its written parts are already on their way home */
-} mem_use_t;
-
-/* Reduce state of one chunk: a device accumulator per memory with a built-in
- * reduce. The first subtask that writes a memory writes straight into it
- * (USE_DIRECT); later ones merge into it in id order (USE_MERGE). */
-typedef struct chunk_state {
-    bool busy;
-    int setup_rc;
-    uint64_t chunk, first, last;
-    pm__accset_t *acc;                      /* what goes up the merge tree */
-    dev_buf_t dacc[PM_MAX_TASK_MEMORIES];
-    uint64_t dlo[PM_MAX_TASK_MEMORIES];     /* first byte of dacc */
-    pm__acc_t dcov[PM_MAX_TASK_MEMORIES];   /* bytes of dacc written so far (no data) */
-    bool direct_taken[PM_MAX_TASK_MEMORIES];
-    cudaEvent_t merged;                     /* after the last write into the dacc so far */
-    double since;                           /* when its first subtask was issued */
-    bool closing;                           /* the daccs are on their way to `home` */
-    int home_rc;
-    unsigned char *home;                    /* pinned */
-    size_t home_cap;
-    cudaEvent_t home_done;
-} chunk_state_t;
-
-/* One subtask in flight, on its own stream. */
-typedef struct slot {
-    cudaStream_t stream;
-    unsigned char *stage[2];                /* pinned */
-    cudaEvent_t stage_done[2];              /* last copy through each half */
-    int half;
-    bool busy, failed;
-    uint64_t id;
-    chunk_state_t *cs;
-    mem_use_t use[PM_MAX_TASK_MEMORIES];
-} slot_t;
-
-typedef struct cuda_priv {
-    pm__gpu_info_t gpu;
-    bool ready;           /* streams, staging and events made (at the first chunk) */
-    bool broken;          /* a sticky error lost the context, or set-up failed */
-    slot_t slot[SLOTS];
-    int next_slot;
-    chunk_state_t cstate[CHUNK_STATES];
-    int next_cstate;
-    dev_buf_t pool[POOL_MAX];
-    int npool;
-    cache_entry_t *bucket[CACHE_BUCKETS];
-    cache_entry_t *newest, *oldest;
-    int ncache;
-    mirror_t *mirrors;
-    uint64_t tick;
-    size_t held, cap;     /* device bytes held; idle ones are trimmed above cap */
-    uint64_t narrow_row;  /* strided rows narrower than this move through a kernel */
-    unsigned char *scratch; /* host copy of a custom-reduced output */
-    size_t scratch_cap;
-    pm__host_run_t host;  /* PMLIB_CHECK: subtasks run one by one over host views */
-    dev_buf_t view[PM_MAX_TASK_MEMORIES]; /* ... each copied whole to the device */
-} cuda_priv_t;
-
-/* What one pm__cuda_run_chunks call works with. */
-typedef struct run {
-    pm__stub_t *s;
-    cuda_priv_t *p;
-    pm__task_t *t;
-    pm__stub_counts_t *cnt;
-    pm_subtask_info_t info;
-    bool pinned[PM_MAX_TASK_MEMORIES];
-    void *mapped[PM_MAX_TASK_MEMORIES]; /* the device's view of pinned host memories */
-    pm__chunk_feed_t *feed;
-} run_t;
 
 /* ---- failures ----------------------------------------------------------- */
 
@@ -212,7 +53,7 @@ static void fail(const run_t *r, uint64_t id, int status, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
-    cudaError_t e = last_cuda_error;
+    cudaError_t e = pm__cuda_last_error;
     pm__task_fail(r->t, status, id, "subtask %llu: %s on host %d, gpu %d (%s)%s%s",
                   (unsigned long long)id, what, pm__rt.host, r->p->gpu.ordinal, r->p->gpu.name,
                   e != cudaSuccess ? ": " : "", e != cudaSuccess ? cudaGetErrorString(e) : "");
@@ -266,831 +107,16 @@ static const char *close_failure(int rc)
  * for the rest of the process; anything else leaves the GPU usable. */
 static void check_device(run_t *r)
 {
-    cudaError_t e = last_cuda_error;
+    cudaError_t e = pm__cuda_last_error;
     PM__CUDA(QUIET, cudaGetLastError());
     if (PM__CUDA(QUIET, cudaDeviceSynchronize()) == 0) {
-        last_cuda_error = e;
+        pm__cuda_last_error = e;
         return;
     }
     r->p->broken = true;
     pm__error("gpu %d (%s) of host %d is unusable after %s; its stub fails the rest of its "
               "subtasks", r->p->gpu.ordinal, r->p->gpu.name, pm__rt.host, cudaGetErrorName(e));
-    last_cuda_error = e;
-}
-
-/* ---- device memory: a pool of idle buffers and the read cache ----------- */
-
-/* Sizes rounded up to 1/8 of their power of two, so buffers get reused. */
-static size_t size_class(size_t n)
-{
-    if (n <= 4096)
-        return 4096;
-    int top = 63 - __builtin_clzll((unsigned long long)n);
-    size_t step = (size_t)1 << (top - 3);
-    return (n + step - 1) & ~(step - 1);
-}
-
-static void dev_free(cuda_priv_t *p, dev_buf_t *b)
-{
-    if (b->ptr != NULL) {
-        PM__CUDA(p->broken ? QUIET : PM__LOG_WARN, cudaFree(b->ptr));
-        p->held -= b->bytes;
-    }
-    *b = (dev_buf_t){0};
-}
-
-static unsigned bucket_of(uint64_t handle, uint64_t lo, uint64_t hi)
-{
-    uint64_t h = handle * 0x9E3779B97F4A7C15ull ^ lo * 0xC2B2AE3D27D4EB4Full ^ hi;
-    return (unsigned)(h ^ (h >> 29)) & (CACHE_BUCKETS - 1);
-}
-
-static void lru_unlink(cuda_priv_t *p, cache_entry_t *e)
-{
-    if (e->newer != NULL)
-        e->newer->older = e->older;
-    else
-        p->newest = e->older;
-    if (e->older != NULL)
-        e->older->newer = e->newer;
-    else
-        p->oldest = e->newer;
-    e->newer = e->older = NULL;
-}
-
-static void lru_push(cuda_priv_t *p, cache_entry_t *e)
-{
-    e->older = p->newest;
-    e->newer = NULL;
-    if (p->newest != NULL)
-        p->newest->newer = e;
-    else
-        p->oldest = e;
-    p->newest = e;
-}
-
-static void cache_drop(cuda_priv_t *p, cache_entry_t *e)
-{
-    cache_entry_t **pp = &p->bucket[bucket_of(e->handle, e->lo, e->hi)];
-    while (*pp != e)
-        pp = &(*pp)->hnext;
-    *pp = e->hnext;
-    lru_unlink(p, e);
-    dev_free(p, &e->buf);
-    if (e->ready != NULL)
-        PM__CUDA(QUIET, cudaEventDestroy(e->ready));
-    free(e->pat);
-    free(e);
-    p->ncache--;
-}
-
-/* The least recently used entry no subtask holds, or NULL. */
-static cache_entry_t *cache_victim(cuda_priv_t *p)
-{
-    for (cache_entry_t *e = p->oldest; e != NULL; e = e->newer)
-        if (e->refs == 0)
-            return e;
-    return NULL;
-}
-
-static bool mirror_evict(cuda_priv_t *p);
-
-/* Frees one idle buffer: a pooled one first (it holds no data anyone wants),
- * else the LRU cache entry, else the LRU mirror. False when nothing is idle. */
-static bool release_idle(cuda_priv_t *p)
-{
-    if (p->npool > 0) {
-        dev_free(p, &p->pool[--p->npool]);
-        return true;
-    }
-    cache_entry_t *e = cache_victim(p);
-    if (e != NULL) {
-        cache_drop(p, e);
-        return true;
-    }
-    return mirror_evict(p);
-}
-
-/* cudaMalloc that makes room: idle buffers go while the stub holds more
- * than its cap, and on cudaErrorMemoryAllocation one by one between tries. */
-static int dev_alloc(cuda_priv_t *p, size_t bytes, dev_buf_t *out)
-{
-    while (p->held + bytes > p->cap && release_idle(p))
-        ;
-    for (;;) {
-        void *ptr = NULL;
-        int rc = PM__CUDA(QUIET, cudaMalloc(&ptr, bytes ? bytes : 1));
-        if (rc == 0) {
-            *out = (dev_buf_t){ptr, bytes};
-            p->held += bytes;
-            return 0;
-        }
-        if (rc != PM_ENOMEM || !release_idle(p))
-            return rc;
-    }
-}
-
-static int pool_get(cuda_priv_t *p, size_t need, dev_buf_t *out)
-{
-    size_t want = size_class(need);
-    int best = -1;
-    for (int i = 0; i < p->npool; i++)
-        if (p->pool[i].bytes >= want && p->pool[i].bytes <= 2 * want &&
-            (best < 0 || p->pool[i].bytes < p->pool[best].bytes))
-            best = i;
-    if (best < 0)
-        return dev_alloc(p, want, out);
-    *out = p->pool[best];
-    p->pool[best] = p->pool[--p->npool];
-    return 0;
-}
-
-/* Only called once the streams that used the buffer are synchronized. */
-static void pool_put(cuda_priv_t *p, dev_buf_t *b)
-{
-    if (b->ptr == NULL)
-        return;
-    if (p->npool == POOL_MAX) {
-        dev_free(p, &p->pool[0]);
-        p->pool[0] = p->pool[--p->npool];
-    }
-    p->pool[p->npool++] = *b;
-    *b = (dev_buf_t){0};
-}
-
-/* Whether e holds exactly the parts of memory m that v subscribes. The
- * memory's index may differ between tasks, so only the geometry counts. */
-static bool same_parts(const cache_entry_t *e, pm__subs_view_t v, int m)
-{
-    uint32_t k = 0;
-    for (uint32_t i = 0; i < v.n; i++) {
-        const pm__sub_t *a = &v.r[i];
-        if (a->mem != m)
-            continue;
-        if (k == e->npat)
-            return false;
-        const pm__sub_t *b = &e->pat[k++];
-        if (a->offset != b->offset || a->block != b->block || a->stride != b->stride ||
-            a->count != b->count)
-            return false;
-    }
-    return k == e->npat;
-}
-
-/* The entry for memory `mem`'s parts in v, or NULL. Entries of an older
- * version of the same range found on the way are dropped: they never hit
- * again. */
-static cache_entry_t *cache_find(cuda_priv_t *p, const pm__memory_t *mem, uint64_t lo,
-                                 uint64_t hi, pm__subs_view_t v, int m)
-{
-    cache_entry_t *e = p->bucket[bucket_of(mem->handle, lo, hi)];
-    while (e != NULL) {
-        cache_entry_t *next = e->hnext;
-        if (e->handle == mem->handle && e->lo == lo && e->hi == hi) {
-            if (e->version == mem->version && same_parts(e, v, m))
-                return e;
-            if (e->version != mem->version && e->refs == 0)
-                cache_drop(p, e);
-        }
-        e = next;
-    }
-    return NULL;
-}
-
-/* A new entry (not yet filled) for memory m's parts in v. */
-static int cache_insert(cuda_priv_t *p, const pm__memory_t *mem, uint64_t lo, uint64_t hi,
-                        pm__subs_view_t v, int m, cache_entry_t **out)
-{
-    cache_entry_t *victim = p->ncache >= CACHE_MAX ? cache_victim(p) : NULL;
-    if (victim != NULL)
-        cache_drop(p, victim);
-    uint32_t n = 0;
-    for (uint32_t i = 0; i < v.n; i++)
-        n += v.r[i].mem == m;
-    cache_entry_t *e = calloc(1, sizeof *e);
-    if (e == NULL)
-        return PM_ENOMEM;
-    int rc = (e->pat = malloc((n ? n : 1) * sizeof *e->pat)) != NULL ? 0 : PM_ENOMEM;
-    if (rc == 0)
-        rc = dev_alloc(p, hi - lo, &e->buf);
-    if (rc == 0)
-        rc = PM__CUDA(QUIET, cudaEventCreateWithFlags(&e->ready, cudaEventDisableTiming));
-    if (rc != 0) {
-        dev_free(p, &e->buf);
-        free(e->pat);
-        free(e);
-        return rc;
-    }
-    for (uint32_t i = 0; i < v.n; i++)
-        if (v.r[i].mem == m)
-            e->pat[e->npat++] = v.r[i];
-    e->handle = mem->handle;
-    e->version = mem->version;
-    e->lo = lo;
-    e->hi = hi;
-    unsigned b = bucket_of(e->handle, lo, hi);
-    e->hnext = p->bucket[b];
-    p->bucket[b] = e;
-    lru_push(p, e);
-    p->ncache++;
-    *out = e;
-    return 0;
-}
-
-/* ---- mirrors: whole memories kept on the device ------------------------- */
-
-static void mirror_free(cuda_priv_t *p, mirror_t *mr)
-{
-    dev_free(p, &mr->buf);
-    if (mr->filled != NULL)
-        PM__CUDA(QUIET, cudaEventDestroy(mr->filled));
-    pm__acc_free(&mr->valid);
-    pm__acc_free(&mr->writing);
-    pm__acc_free(&mr->pending);
-    free(mr);
-}
-
-/* Drops the least recently used mirror no subtask holds; its bytes are all
- * at home already (written parts go home before their subtask retires). */
-static bool mirror_evict(cuda_priv_t *p)
-{
-    mirror_t **victim = NULL;
-    for (mirror_t **pp = &p->mirrors; *pp != NULL; pp = &(*pp)->next)
-        if ((*pp)->refs == 0 && (victim == NULL || (*pp)->used < (*victim)->used))
-            victim = pp;
-    if (victim == NULL)
-        return false;
-    mirror_t *mr = *victim;
-    *victim = mr->next;
-    mirror_free(p, mr);
-    return true;
-}
-
-/* Brings what the mirror knows up to the memory's version: the bytes this
- * GPU wrote and sent home in the task that made this version stay valid;
- * anything else may have changed. */
-static void mirror_sync(mirror_t *mr, uint64_t version)
-{
-    if (mr->version == version)
-        return;
-    if (version == mr->version + 1 && mr->pending.ncov > 0) {
-        pm__acc_t t = mr->valid;
-        mr->valid = mr->pending;
-        mr->pending = t;
-    } else {
-        mr->valid.ncov = 0;
-    }
-    mr->pending.ncov = 0;
-    mr->writing.ncov = 0;
-    mr->version = version;
-}
-
-/* The mirror of `mem`, made if need be; NULL (no error) when the memory is
- * too large to mirror, or there is no room: the caller then uses buffers of
- * the subscribed hull instead. */
-static mirror_t *mirror_of(cuda_priv_t *p, const pm__memory_t *mem)
-{
-    mirror_t *mr = p->mirrors;
-    while (mr != NULL && mr->handle != mem->handle)
-        mr = mr->next;
-    if (mr == NULL) {
-        if (mem->bytes == 0 || mem->bytes > p->cap / 2 || (mr = calloc(1, sizeof *mr)) == NULL)
-            return NULL;
-        if (dev_alloc(p, mem->bytes, &mr->buf) != 0 ||
-            PM__CUDA(QUIET, cudaEventCreateWithFlags(&mr->filled, cudaEventDisableTiming)) != 0) {
-            mirror_free(p, mr);
-            PM__CUDA(QUIET, cudaGetLastError());
-            last_cuda_error = cudaSuccess; /* not the subtask's failure: it falls back */
-            return NULL;
-        }
-        mr->handle = mem->handle;
-        mr->bytes = mem->bytes;
-        mr->version = mem->version;
-        mr->next = p->mirrors;
-        p->mirrors = mr;
-    }
-    mirror_sync(mr, mem->version);
-    mr->used = ++p->tick;
-    return mr;
-}
-
-/* Whether any row of part q touches `a`. */
-static bool part_touches(const pm__acc_t *a, const pm__sub_t *q)
-{
-    for (uint64_t k = 0; k < q->count && a->ncov > 0; k++)
-        if (pm__acc_touches(a, q->offset + k * q->stride, q->offset + k * q->stride + q->block))
-            return true;
-    return false;
-}
-
-static int part_apply(pm__acc_t *a, const pm__sub_t *q, bool add)
-{
-    return pm__acc_apply_rows(a, q->offset, q->block, q->stride, q->count, add);
-}
-
-/* ---- copies between host and device -------------------------------------- */
-
-/* Which records of a subscription list a copy moves. */
-typedef struct parts {
-    const pm__sub_t *r;
-    uint32_t n;
-    int mem;
-    unsigned access;
-} parts_t;
-
-/* A piece of a part: `rows` blocks of `block` bytes, `stride` apart. */
-typedef struct piece {
-    uint64_t off, block, stride, rows;
-} piece_t;
-
-/* Cuts part q into pieces of at most `limit` bytes, in order; *pos counts the
- * bytes already handed out. False when none are left. */
-static bool next_piece(const pm__sub_t *q, uint64_t limit, uint64_t *pos, piece_t *pc)
-{
-    if (*pos >= q->block * q->count)
-        return false;
-    uint64_t row = *pos / q->block, col = *pos % q->block;
-    if (q->block > limit) {
-        uint64_t n = q->block - col < limit ? q->block - col : limit;
-        *pc = (piece_t){q->offset + row * q->stride + col, n, n, 1};
-        *pos += n;
-        return true;
-    }
-    uint64_t rows = q->stride > MAX_PITCH ? 1 : limit / q->block;
-    if (rows > q->count - row)
-        rows = q->count - row;
-    *pc = (piece_t){q->offset + row * q->stride, q->block, q->stride, rows};
-    *pos += rows * q->block;
-    return true;
-}
-
-static int copy_rows(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
-                     size_t rows, enum cudaMemcpyKind kind, cudaStream_t st)
-{
-    if (rows == 1)
-        return PM__CUDA(QUIET, cudaMemcpyAsync(dst, src, width, kind, st));
-    return PM__CUDA(QUIET, cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, rows, kind, st));
-}
-
-/* Gathers a piece into the next staging half (once the copy that used the
- * half last is done) and sends it on the slot's stream. */
-static int stage_in(slot_t *sl, void *dev_nat, const void *host_nat, const piece_t *pc)
-{
-    int h = sl->half;
-    sl->half ^= 1;
-    int rc = PM__CUDA(QUIET, cudaEventSynchronize(sl->stage_done[h]));
-    if (rc != 0)
-        return rc;
-    for (uint64_t i = 0; i < pc->rows; i++)
-        memcpy(sl->stage[h] + i * pc->block, at(host_nat, pc->off + i * pc->stride), pc->block);
-    rc = copy_rows(at(dev_nat, pc->off), pc->stride, sl->stage[h], pc->block, pc->block, pc->rows,
-                   cudaMemcpyHostToDevice, sl->stream);
-    return rc ? rc : PM__CUDA(QUIET, cudaEventRecord(sl->stage_done[h], sl->stream));
-}
-
-/* The device's view of host_nat when it is memory m's own page-locked
- * buffer, which is mapped; else NULL. */
-static void *mapped_view(const run_t *r, const void *host_nat, bool pinned, int m)
-{
-    return pinned && host_nat == r->t->mems[m]->data ? r->mapped[m] : NULL;
-}
-
-/* Whether a piece moves through the copy kernel: narrow rows, mapped host. */
-static bool by_kernel(const run_t *r, const void *mapped_nat, const piece_t *pc)
-{
-    return mapped_nat != NULL && pc->rows > 1 && pc->block < r->p->narrow_row;
-}
-
-/* Copies the parts host -> device (both natural views) on the slot's stream;
- * returns once the host bytes may change. */
-static int copy_in(run_t *r, slot_t *sl, void *dev_nat, const void *host_nat, bool pinned,
-                   parts_t ps)
-{
-    const void *mapped_nat = mapped_view(r, host_nat, pinned, ps.mem);
-    int rc = 0;
-    for (uint32_t i = 0; i < ps.n && rc == 0; i++) {
-        const pm__sub_t *q = &ps.r[i];
-        if (q->mem != ps.mem || !(q->access & ps.access))
-            continue;
-        uint64_t pos = 0;
-        piece_t pc;
-        while (rc == 0 && next_piece(q, pinned ? UINT64_MAX : STAGE_BYTES, &pos, &pc)) {
-            if (by_kernel(r, mapped_nat, &pc))
-                rc = PM__CUDA(QUIET, (cudaError_t)pm__cuda_copy_rows(
-                                         at(dev_nat, pc.off), at(mapped_nat, pc.off), pc.block,
-                                         pc.stride, pc.rows, sl->stream));
-            else if (pinned)
-                rc = copy_rows(at(dev_nat, pc.off), pc.stride, at(host_nat, pc.off), pc.stride,
-                               pc.block, pc.rows, cudaMemcpyHostToDevice, sl->stream);
-            else
-                rc = stage_in(sl, dev_nat, host_nat, &pc);
-            r->cnt->bytes_to_gpu += pc.block * pc.rows;
-        }
-    }
-    return rc;
-}
-
-/* A piece sent to a staging half, still to be scattered to the host. */
-typedef struct pending {
-    bool any;
-    int h;
-    piece_t pc;
-} pending_t;
-
-static int unstage(slot_t *sl, pending_t *pd, void *host_nat)
-{
-    if (!pd->any)
-        return 0;
-    pd->any = false;
-    int rc = PM__CUDA(QUIET, cudaEventSynchronize(sl->stage_done[pd->h]));
-    for (uint64_t i = 0; i < pd->pc.rows && rc == 0; i++)
-        memcpy(at(host_nat, pd->pc.off + i * pd->pc.stride), sl->stage[pd->h] + i * pd->pc.block,
-               pd->pc.block);
-    return rc;
-}
-
-/* Sends one piece device -> host; a staged one is scattered one step later,
- * so each piece's copy overlaps the scatter of the one before. */
-static int out_piece(slot_t *sl, const void *dev_nat, void *host_nat, bool pinned,
-                     void *mapped_nat, bool kernel, const piece_t *pc, pending_t *pd)
-{
-    if (kernel)
-        return PM__CUDA(QUIET, (cudaError_t)pm__cuda_copy_rows(
-                                   at(mapped_nat, pc->off), at(dev_nat, pc->off), pc->block,
-                                   pc->stride, pc->rows, sl->stream));
-    if (pinned)
-        return copy_rows(at(host_nat, pc->off), pc->stride, at(dev_nat, pc->off), pc->stride,
-                         pc->block, pc->rows, cudaMemcpyDeviceToHost, sl->stream);
-    int h = sl->half;
-    sl->half ^= 1;
-    int rc = copy_rows(sl->stage[h], pc->block, at(dev_nat, pc->off), pc->stride, pc->block,
-                       pc->rows, cudaMemcpyDeviceToHost, sl->stream);
-    if (rc == 0)
-        rc = PM__CUDA(QUIET, cudaEventRecord(sl->stage_done[h], sl->stream));
-    int urc = unstage(sl, pd, host_nat);
-    *pd = (pending_t){rc == 0, h, *pc};
-    return rc ? rc : urc;
-}
-
-/* Copies the parts device -> host and waits until they are there; page-
- * locked ones with `wait` false are only enqueued on the slot's stream. */
-static int copy_out(run_t *r, slot_t *sl, const void *dev_nat, void *host_nat, bool pinned,
-                    parts_t ps, bool wait)
-{
-    void *mapped_nat = mapped_view(r, host_nat, pinned, ps.mem);
-    pending_t pd = {0};
-    int rc = 0;
-    for (uint32_t i = 0; i < ps.n && rc == 0; i++) {
-        const pm__sub_t *q = &ps.r[i];
-        if (q->mem != ps.mem || !(q->access & ps.access))
-            continue;
-        uint64_t pos = 0;
-        piece_t pc;
-        while (rc == 0 && next_piece(q, pinned ? UINT64_MAX : STAGE_BYTES, &pos, &pc)) {
-            rc = out_piece(sl, dev_nat, host_nat, pinned, mapped_nat,
-                           by_kernel(r, mapped_nat, &pc), &pc, &pd);
-            r->cnt->bytes_from_gpu += pc.block * pc.rows;
-        }
-    }
-    int urc = unstage(sl, &pd, host_nat);
-    if (rc == 0)
-        rc = urc;
-    if (rc == 0 && pinned && wait)
-        rc = PM__CUDA(QUIET, cudaStreamSynchronize(sl->stream));
-    return rc;
-}
-
-/* One contiguous range [lo, hi) of memory m as a parts list. */
-static parts_t range_parts(pm__sub_t *q, int m, uint64_t lo, uint64_t hi)
-{
-    *q = (pm__sub_t){.offset = lo, .block = hi - lo, .stride = hi - lo, .count = 1,
-                     .mem = (uint8_t)m, .access = PM_READ_WRITE};
-    return (parts_t){q, 1, m, PM_READ_WRITE};
-}
-
-/* Whether a host buffer is page-locked already, so copies skip the staging;
- * *mapped is then its address for kernels (NULL if it has none). */
-static bool host_pinned(const void *ptr, void **mapped)
-{
-    struct cudaPointerAttributes a;
-    *mapped = NULL;
-    if (ptr == NULL || PM__CUDA(QUIET, cudaPointerGetAttributes(&a, ptr)) != 0)
-        return false;
-    if (a.type == cudaMemoryTypeHost)
-        *mapped = a.devicePointer;
-    return a.type == cudaMemoryTypeHost;
-}
-
-/* ---- a subtask's memories ------------------------------------------------ */
-
-/* Fills [lo, hi) of a device buffer (natural view) as a fresh private output
- * of memory m, as pm__acc_fill does on the host: the memory's bytes when
- * the task reads it, else the op's identity (zeros for a custom reduce). */
-static int fresh_fill(run_t *r, slot_t *sl, int m, void *nat, uint64_t lo, uint64_t hi)
-{
-    static const unsigned char zero[8];
-    const pm_task_memory_t *tm = &r->t->desc.mem[m];
-    pm__sub_t q;
-    if (tm->access & PM_READ)
-        return copy_in(r, sl, nat, r->t->mems[m]->data, r->pinned[m], range_parts(&q, m, lo, hi));
-    unsigned char elem[8] = {0};
-    size_t es = tm->reduce == PM_REDUCE_CUSTOM ? 1 : pm_type_size(tm->type);
-    if (tm->reduce != PM_REDUCE_CUSTOM)
-        pm__reduce_identity(tm->reduce, tm->type, elem, 1);
-    if (memcmp(elem, zero, sizeof elem) == 0)
-        return PM__CUDA(QUIET, cudaMemsetAsync(at(nat, lo), 0, hi - lo, sl->stream));
-    return PM__CUDA(QUIET, (cudaError_t)pm__cuda_fill(at(nat, lo), elem, (int)es, (hi - lo) / es,
-                                                      sl->stream));
-}
-
-/* A non-reduced memory the task may write: a pooled buffer, read parts in. */
-static int open_plain(run_t *r, slot_t *sl, pm__subs_view_t v, int m, void **nat)
-{
-    mem_use_t *u = &sl->use[m];
-    int rc = pool_get(r->p, u->hi - u->lo, &u->buf);
-    if (rc != 0)
-        return rc;
-    u->kind = USE_PLAIN;
-    *nat = pm__natural(u->buf.ptr, u->lo);
-    return copy_in(r, sl, *nat, r->t->mems[m]->data, r->pinned[m], (parts_t){v.r, v.n, m, PM_READ});
-}
-
-/* A read-only memory: the cached copy of its parts, or a new one. */
-static int open_cached(run_t *r, slot_t *sl, pm__subs_view_t v, int m, void **nat)
-{
-    mem_use_t *u = &sl->use[m];
-    const pm__memory_t *mem = r->t->mems[m];
-    cache_entry_t *e = cache_find(r->p, mem, u->lo, u->hi, v, m);
-    int rc;
-    if (e != NULL) {
-        r->cnt->gpu_cache_hits++;
-        /* Its copy in may still be in flight on another stream. */
-        rc = PM__CUDA(QUIET, cudaStreamWaitEvent(sl->stream, e->ready, 0));
-    } else {
-        rc = cache_insert(r->p, mem, u->lo, u->hi, v, m, &e);
-        if (rc != 0)
-            return rc;
-        rc = copy_in(r, sl, pm__natural(e->buf.ptr, u->lo), mem->data, r->pinned[m],
-                     (parts_t){v.r, v.n, m, PM_READ});
-        if (rc == 0)
-            rc = PM__CUDA(QUIET, cudaEventRecord(e->ready, sl->stream));
-        if (rc != 0) {
-            cache_drop(r->p, e);
-            return rc;
-        }
-    }
-    e->refs++;
-    lru_unlink(r->p, e);
-    lru_push(r->p, e);
-    u->kind = USE_CACHED;
-    u->entry = e;
-    *nat = pm__natural(e->buf.ptr, u->lo);
-    return rc;
-}
-
-/* A part is copied in as at most this many pieces of what the mirror
- * lacks; beyond that, whole (each piece is a copy call of its own). */
-#define MISSING_PIECES 64
-
-/*
- * The pieces of read part q the mirror lacks, into out[] (at most
- * MISSING_PIECES): the gaps of a contiguous part, or the runs of rows of a
- * strided one not wholly valid. Where another host or device wrote a few
- * rows of what this GPU holds (a column pass after a row pass of which
- * another host ran some chunks), only those rows come in instead of every
- * row of the part. Returns the count, or 0 when the part goes whole.
- */
-static uint32_t missing_pieces(const pm__acc_t *valid, const pm__sub_t *q, pm__sub_t *out)
-{
-    uint32_t n = 0;
-    if (q->count == 1 || q->stride == q->block) {
-        uint64_t lo = q->offset, hi = q->offset + q->count * q->block, glo, ghi;
-        while (pm__acc_gap(valid, lo, hi, &glo, &ghi)) {
-            if (n == MISSING_PIECES)
-                return 0;
-            out[n++] = (pm__sub_t){.offset = glo, .block = ghi - glo, .stride = ghi - glo,
-                                   .count = 1, .mem = q->mem, .access = q->access};
-            lo = ghi;
-        }
-        return n;
-    }
-    for (uint64_t k = 0; k < q->count;) {
-        uint64_t at = q->offset + k * q->stride;
-        if (pm__acc_covers(valid, at, at + q->block)) {
-            k++;
-            continue;
-        }
-        uint64_t first = k;
-        while (k < q->count &&
-               !pm__acc_covers(valid, q->offset + k * q->stride, q->offset + k * q->stride + q->block))
-            k++;
-        if (n == MISSING_PIECES)
-            return 0;
-        out[n++] = (pm__sub_t){.offset = at, .block = q->block, .stride = q->stride,
-                               .count = k - first, .mem = q->mem, .access = q->access};
-    }
-    return n;
-}
-
-/*
- * A non-reduced memory on its mirror: read parts the mirror lacks come in
- * (behind copies other streams made into it), written parts stop being
- * valid until they are home. A subtask whose reads meet bytes another
- * subtask of the task writes here gets buffers of its own instead (returns
- * NO_MIRROR): a copy in must never overwrite an output on its way home.
- */
-static int open_mirror(run_t *r, slot_t *sl, pm__subs_view_t v, int m, void **nat)
-{
-    const pm__memory_t *mem = r->t->mems[m];
-    mirror_t *mr = mirror_of(r->p, mem);
-    if (mr == NULL)
-        return NO_MIRROR;
-    for (uint32_t i = 0; i < v.n; i++)
-        if (v.r[i].mem == m && (v.r[i].access & PM_READ) && part_touches(&mr->writing, &v.r[i]))
-            return NO_MIRROR;
-    int rc = PM__CUDA(QUIET, cudaStreamWaitEvent(sl->stream, mr->filled, 0));
-    bool copied = false, read = false;
-    for (uint32_t i = 0; i < v.n && rc == 0; i++) {
-        const pm__sub_t *q = &v.r[i];
-        if (q->mem != m || !(q->access & PM_READ))
-            continue;
-        read = true;
-        if (pm__acc_covers_rows(&mr->valid, q->offset, q->block, q->stride, q->count))
-            continue;
-        pm__sub_t miss[MISSING_PIECES];
-        uint32_t nmiss = missing_pieces(&mr->valid, q, miss);
-        rc = nmiss > 0 ? copy_in(r, sl, mr->buf.ptr, mem->data, r->pinned[m], (parts_t){miss, nmiss, m, PM_READ})
-                       : copy_in(r, sl, mr->buf.ptr, mem->data, r->pinned[m], (parts_t){q, 1, m, PM_READ});
-        if (rc == 0)
-            rc = part_apply(&mr->valid, q, true);
-        copied = true;
-    }
-    if (rc == 0 && copied)
-        rc = PM__CUDA(QUIET, cudaEventRecord(mr->filled, sl->stream));
-    else if (rc == 0 && read)
-        r->cnt->gpu_cache_hits++;
-    for (uint32_t i = 0; i < v.n && rc == 0; i++) {
-        const pm__sub_t *q = &v.r[i];
-        if (q->mem == m && (q->access & PM_WRITE)) {
-            rc = part_apply(&mr->valid, q, false);
-            if (rc == 0)
-                rc = part_apply(&mr->writing, q, true);
-        }
-    }
-    if (rc != 0) {
-        mr->valid.ncov = 0; /* what it holds is unknown now */
-        return rc;
-    }
-    mr->refs++;
-    sl->use[m].kind = USE_MIRROR;
-    sl->use[m].mirror = mr;
-    *nat = mr->buf.ptr;
-    return 0;
-}
-
-/* A reduced memory. Built-in ops: the chunk's first writer writes straight
- * into the chunk's accumulator, later ones into a fresh private output that
- * is merged after their callback. Custom: always a private output, merged
- * on the host when the subtask retires. */
-static int open_reduced(run_t *r, slot_t *sl, chunk_state_t *cs, int m, void **nat)
-{
-    mem_use_t *u = &sl->use[m];
-    bool custom = r->t->desc.mem[m].reduce == PM_REDUCE_CUSTOM;
-    if (!custom && !cs->direct_taken[m]) {
-        cs->direct_taken[m] = true;
-        u->kind = USE_DIRECT;
-        *nat = pm__natural(cs->dacc[m].ptr, cs->dlo[m]);
-        return 0;
-    }
-    int rc = pool_get(r->p, u->hi - u->lo, &u->buf);
-    if (rc != 0)
-        return rc;
-    u->kind = custom ? USE_CUSTOM : USE_MERGE;
-    *nat = pm__natural(u->buf.ptr, u->lo);
-    return fresh_fill(r, sl, m, *nat, u->lo, u->hi);
-}
-
-/* Gives every subscribed memory a device buffer; unsubscribed ones are NULL. */
-static int open_all(run_t *r, slot_t *sl, chunk_state_t *cs, pm__subs_view_t v,
-                    pm_subtask_info_t *info)
-{
-    for (int m = 0; m < r->t->desc.nmem; m++) {
-        mem_use_t *u = &sl->use[m];
-        void *nat = NULL;
-        int rc = 0;
-        if (pm__subs_hull(v, m, &u->lo, &u->hi)) {
-            if (r->t->desc.mem[m].reduce != PM_REDUCE_NONE)
-                rc = open_reduced(r, sl, cs, m, &nat);
-            else if ((rc = open_mirror(r, sl, v, m, &nat)) != NO_MIRROR)
-                ;
-            else if (r->t->desc.mem[m].access == PM_READ)
-                rc = open_cached(r, sl, v, m, &nat);
-            else
-                rc = open_plain(r, sl, v, m, &nat);
-        }
-        info->mem[m] = nat;
-        if (rc != 0)
-            return rc;
-    }
-    return 0;
-}
-
-/* Only called once the slot's stream is synchronized. */
-static void release_all(cuda_priv_t *p, slot_t *sl)
-{
-    for (int m = 0; m < PM_MAX_TASK_MEMORIES; m++) {
-        mem_use_t *u = &sl->use[m];
-        if (u->kind == USE_CACHED)
-            u->entry->refs--;
-        if (u->kind == USE_MIRROR)
-            u->mirror->refs--;
-        pool_put(p, &u->buf);
-        *u = (mem_use_t){0};
-    }
-}
-
-/* ---- merging reduce outputs ---------------------------------------------- */
-
-/* Merges [lo, hi) of a private output into the chunk's accumulator as
- * pm__acc_merge_range does on the host: reduced where the accumulator holds
- * output already, copied elsewhere; so CPU and GPU give the same bits. */
-static int merge_range(run_t *r, slot_t *sl, chunk_state_t *cs, int m, uint64_t lo, uint64_t hi)
-{
-    const pm_task_memory_t *tm = &r->t->desc.mem[m];
-    void *acc = pm__natural(cs->dacc[m].ptr, cs->dlo[m]);
-    void *out = pm__natural(sl->use[m].buf.ptr, sl->use[m].lo);
-    const pm__acc_t *a = &cs->dcov[m];
-    uint64_t pos = lo;
-    int rc = 0;
-    for (uint32_t i = 0; i < a->ncov && pos < hi && rc == 0; i++) {
-        const pm__range_t iv = a->cov[i];
-        if (iv.hi <= pos)
-            continue;
-        if (iv.lo >= hi)
-            break;
-        if (iv.lo > pos)
-            rc = PM__CUDA(QUIET, cudaMemcpyAsync(at(acc, pos), at(out, pos), iv.lo - pos,
-                                                 cudaMemcpyDeviceToDevice, sl->stream));
-        uint64_t olo = iv.lo > pos ? iv.lo : pos, ohi = iv.hi < hi ? iv.hi : hi;
-        if (rc == 0)
-            rc = PM__CUDA(QUIET, (cudaError_t)pm__cuda_reduce_apply(
-                                     tm->reduce, tm->type, at(acc, olo), at(out, olo),
-                                     (ohi - olo) / pm_type_size(tm->type), sl->stream));
-        pos = ohi;
-    }
-    if (rc == 0 && pos < hi)
-        rc = PM__CUDA(QUIET, cudaMemcpyAsync(at(acc, pos), at(out, pos), hi - pos,
-                                             cudaMemcpyDeviceToDevice, sl->stream));
-    return rc ? rc : pm__acc_cover(&cs->dcov[m], lo, hi);
-}
-
-/* Enqueues the subtask's built-in reduce merges behind those of lower ids
- * (the chunk's `merged` event orders them across streams). */
-static int after_callback(run_t *r, slot_t *sl, chunk_state_t *cs, pm__subs_view_t v)
-{
-    int rc = 0;
-    for (int m = 0; m < r->t->desc.nmem && rc == 0; m++) {
-        enum use_kind k = sl->use[m].kind;
-        if (k != USE_DIRECT && k != USE_MERGE)
-            continue;
-        pm__acc_t w = {0};
-        rc = pm__subs_written(v, m, &w);
-        if (rc == 0 && k == USE_MERGE)
-            rc = PM__CUDA(QUIET, cudaStreamWaitEvent(sl->stream, cs->merged, 0));
-        for (uint32_t i = 0; i < w.ncov && rc == 0; i++)
-            rc = k == USE_MERGE ? merge_range(r, sl, cs, m, w.cov[i].lo, w.cov[i].hi)
-                                : pm__acc_cover(&cs->dcov[m], w.cov[i].lo, w.cov[i].hi);
-        if (rc == 0)
-            rc = PM__CUDA(QUIET, cudaEventRecord(cs->merged, sl->stream));
-        pm__acc_free(&w);
-    }
-    return rc;
-}
-
-/* Copies a custom-reduced output home and merges it into the chunk's host
- * accumulator with the task's reduce callback, in id order. */
-static int merge_custom(run_t *r, slot_t *sl, pm__subs_view_t v, int m)
-{
-    cuda_priv_t *p = r->p;
-    const mem_use_t *u = &sl->use[m];
-    if (p->scratch_cap < u->hi - u->lo) {
-        free(p->scratch);
-        p->scratch_cap = 0;
-        if ((p->scratch = malloc(u->hi - u->lo)) == NULL)
-            return PM_ENOMEM;
-        p->scratch_cap = u->hi - u->lo;
-    }
-    pm__acc_t w = {0};
-    pm__sub_t q;
-    int rc = pm__subs_written(v, m, &w);
-    for (uint32_t i = 0; i < w.ncov && rc == 0; i++)
-        rc = copy_out(r, sl, pm__natural(u->buf.ptr, u->lo), pm__natural(p->scratch, u->lo), false,
-                      range_parts(&q, m, w.cov[i].lo, w.cov[i].hi), true);
-    for (uint32_t i = 0; i < w.ncov && rc == 0; i++)
-        rc = pm__acc_merge_range(r->t, m, &sl->cs->acc->acc[m], p->scratch, u->lo, w.cov[i].lo,
-                                 w.cov[i].hi);
-    pm__acc_free(&w);
-    return rc;
+    pm__cuda_last_error = e;
 }
 
 /* ---- chunks --------------------------------------------------------------- */
@@ -1112,9 +138,9 @@ static int setup_accumulators(run_t *r, slot_t *sl, chunk_state_t *cs)
         if (op == PM_REDUCE_NONE || op == PM_REDUCE_CUSTOM || !pm__subs_hull(all, m, &lo, &hi))
             continue;
         cs->dlo[m] = lo;
-        rc = pool_get(r->p, hi - lo, &cs->dacc[m]);
+        rc = pm__cu_pool_get(r->p, hi - lo, &cs->dacc[m]);
         if (rc == 0)
-            rc = fresh_fill(r, sl, m, pm__natural(cs->dacc[m].ptr, lo), lo, hi);
+            rc = pm__cu_fresh_fill(r, sl, m, pm__natural(cs->dacc[m].ptr, lo), lo, hi);
     }
     return rc ? rc : PM__CUDA(QUIET, cudaEventRecord(cs->merged, sl->stream));
 }
@@ -1196,7 +222,7 @@ static void chunk_close(run_t *r, chunk_state_t *cs)
             fail(r, cs->first, rc, "%s", close_failure(rc));
     }
     for (int m = 0; m < PM_MAX_TASK_MEMORIES; m++) {
-        pool_put(r->p, &cs->dacc[m]);
+        pm__cu_pool_put(r->p, &cs->dacc[m]);
         pm__acc_free(&cs->dcov[m]);
     }
     cs->acc = NULL;
@@ -1222,7 +248,7 @@ static chunk_state_t *chunk_begin(run_t *r, slot_t *sl, uint64_t chunk)
     memset(cs->direct_taken, 0, sizeof cs->direct_taken);
     if (r->t->nred == 0 || p->broken)
         return cs;
-    last_cuda_error = cudaSuccess;
+    pm__cuda_last_error = cudaSuccess;
     cs->acc = pm__accset_new();
     cs->setup_rc = cs->acc != NULL ? setup_accumulators(r, sl, cs) : PM_ENOMEM;
     return cs;
@@ -1249,7 +275,7 @@ static int send_early(run_t *r, slot_t *sl, pm__subs_view_t v)
         const void *dev = written_home(r, u, m);
         if (dev == NULL || !r->pinned[m])
             continue;
-        rc = copy_out(r, sl, dev, r->t->mems[m]->data, true, (parts_t){v.r, v.n, m, PM_WRITE},
+        rc = pm__cu_copy_out(r, sl, dev, r->t->mems[m]->data, true, (parts_t){v.r, v.n, m, PM_WRITE},
                       false);
         u->sent = rc == 0;
     }
@@ -1265,7 +291,7 @@ static int send_early(run_t *r, slot_t *sl, pm__subs_view_t v)
 static int invoke_cuda(const run_t *r, const pm_subtask_info_t *info, cudaStream_t stream)
 {
     PM__CUDA(QUIET, cudaGetLastError()); /* forget errors already returned */
-    last_cuda_error = cudaSuccess;
+    pm__cuda_last_error = cudaSuccess;
     int ret = r->t->cbs.cb.cuda(info, (void *)stream);
     int lrc = PM__CUDA(QUIET, cudaGetLastError());
     if (ret == 0 && lrc == 0)
@@ -1298,7 +324,7 @@ static void issue(run_t *r, slot_t *sl, chunk_state_t *cs, uint64_t id)
     sl->failed = true; /* until the callback and its merges are enqueued */
     sl->id = id;
     sl->cs = cs;
-    last_cuda_error = cudaSuccess;
+    pm__cuda_last_error = cudaSuccess;
     if (r->p->broken) {
         fail(r, id, PM_ECUDA, "the gpu is unusable after an earlier error");
         return;
@@ -1310,7 +336,7 @@ static void issue(run_t *r, slot_t *sl, chunk_state_t *cs, uint64_t id)
     pm__subs_view_t v = pm__subs_of(r->t, cs->chunk, id);
     pm_subtask_info_t info = r->info;
     info.id = id;
-    int rc = open_all(r, sl, cs, v, &info);
+    int rc = pm__cu_open_all(r, sl, cs, v, &info);
     if (rc == PM_ENOMEM && run_on_cpu(r, id) == 0)
         return; /* the slot stays marked failed: nothing to bring home from the gpu */
     if (rc != 0) {
@@ -1319,7 +345,7 @@ static void issue(run_t *r, slot_t *sl, chunk_state_t *cs, uint64_t id)
     }
     if (call_cuda(r, sl, cs, &info) != 0)
         return;
-    rc = after_callback(r, sl, cs, v);
+    rc = pm__cu_after_callback(r, sl, cs, v);
     if (rc != 0) {
         fail(r, id, rc, "merging its reduce output on the gpu failed");
         return;
@@ -1343,14 +369,14 @@ static int close_all(run_t *r, slot_t *sl, pm__subs_view_t v)
         const mem_use_t *u = &sl->use[m];
         const void *dev = written_home(r, u, m);
         if (dev != NULL && !u->sent)
-            rc = copy_out(r, sl, dev, r->t->mems[m]->data, r->pinned[m],
+            rc = pm__cu_copy_out(r, sl, dev, r->t->mems[m]->data, r->pinned[m],
                           (parts_t){v.r, v.n, m, PM_WRITE}, true);
         if (dev != NULL && u->kind == USE_MIRROR)
             for (uint32_t i = 0; i < v.n && rc == 0; i++)
                 if (v.r[i].mem == m && (v.r[i].access & PM_WRITE))
-                    rc = part_apply(&u->mirror->pending, &v.r[i], true);
+                    rc = pm__cu_part_apply(&u->mirror->pending, &v.r[i], true);
         if (u->kind == USE_CUSTOM)
-            rc = merge_custom(r, sl, v, m);
+            rc = pm__cu_merge_custom(r, sl, v, m);
     }
     return rc;
 }
@@ -1360,7 +386,7 @@ static int close_all(run_t *r, slot_t *sl, pm__subs_view_t v)
 static void retire(run_t *r, slot_t *sl)
 {
     chunk_state_t *cs = sl->cs;
-    last_cuda_error = cudaSuccess;
+    pm__cuda_last_error = cudaSuccess;
     if (PM__CUDA(QUIET, cudaStreamSynchronize(sl->stream)) != 0) {
         check_device(r);
         /* A lost context fails every stream, so the fault may be another's. */
@@ -1376,7 +402,7 @@ static void retire(run_t *r, slot_t *sl)
         if (rc != 0)
             fail(r, sl->id, rc, "%s", close_failure(rc));
     }
-    release_all(r->p, sl);
+    pm__cu_release_all(r->p, sl);
     sl->busy = false;
     if (sl->id + 1 == cs->last)
         chunk_end(r, sl, cs);
@@ -1396,7 +422,7 @@ static int gpu_setup(cuda_priv_t *p);
 static void cuda_ready(pm__stub_t *s)
 {
     cuda_priv_t *p = s->priv;
-    last_cuda_error = cudaSuccess;
+    pm__cuda_last_error = cudaSuccess;
     if (!p->broken && PM__CUDA(PM__LOG_ERROR, cudaSetDevice(p->gpu.ordinal)) != 0)
         p->broken = true;
     if (!p->broken && !p->ready && gpu_setup(p) != 0) {
@@ -1419,7 +445,7 @@ static void run_init(run_t *r, pm__stub_t *s, pm__task_t *t)
     cuda_ready(s);
     for (int m = 0; m < t->desc.nmem; m++) {
         r->info.mem_bytes[m] = t->mems[m]->bytes;
-        r->pinned[m] = !p->broken && host_pinned(t->mems[m]->data, &r->mapped[m]);
+        r->pinned[m] = !p->broken && pm__cu_host_pinned(t->mems[m]->data, &r->mapped[m]);
     }
 }
 
@@ -1441,12 +467,12 @@ static int checked_call(pm__stub_t *s, pm__task_t *t, pm_subtask_info_t *info)
     }
     cudaStream_t st = p->slot[0].stream;
     pm_subtask_info_t d = *info;
-    last_cuda_error = cudaSuccess;
+    pm__cuda_last_error = cudaSuccess;
     for (int m = 0; m < info->nmem; m++) {
         size_t n = info->mem_bytes[m];
         if (p->view[m].ptr != NULL && p->view[m].bytes < n)
-            dev_free(p, &p->view[m]);
-        if (p->view[m].ptr == NULL && dev_alloc(p, n, &p->view[m]) != 0) {
+            pm__cu_dev_free(p, &p->view[m]);
+        if (p->view[m].ptr == NULL && pm__cu_dev_alloc(p, n, &p->view[m]) != 0) {
             fail(&r, info->id, PM_ENOMEM, "out of device memory for the checking mode's views");
             return PM__CALL_FAILED;
         }
@@ -1605,15 +631,15 @@ static void cuda_fini(pm__stub_t *s)
     PM__CUDA(level, cudaSetDevice(s->device_index));
     PM__CUDA(level, cudaDeviceSynchronize());
     while (p->oldest != NULL)
-        cache_drop(p, p->oldest);
+        pm__cu_cache_drop(p, p->oldest);
     while (p->mirrors != NULL) {
         mirror_t *mr = p->mirrors;
         p->mirrors = mr->next;
-        mirror_free(p, mr);
+        pm__cu_mirror_free(p, mr);
     }
     for (int i = 0; i < CHUNK_STATES; i++) {
         for (int m = 0; m < PM_MAX_TASK_MEMORIES; m++) {
-            dev_free(p, &p->cstate[i].dacc[m]);
+            pm__cu_dev_free(p, &p->cstate[i].dacc[m]);
             pm__acc_free(&p->cstate[i].dcov[m]);
         }
         if (p->cstate[i].merged != NULL)
@@ -1624,9 +650,9 @@ static void cuda_fini(pm__stub_t *s)
             PM__CUDA(level, cudaFreeHost(p->cstate[i].home));
     }
     while (p->npool > 0)
-        dev_free(p, &p->pool[--p->npool]);
+        pm__cu_dev_free(p, &p->pool[--p->npool]);
     for (int m = 0; m < PM_MAX_TASK_MEMORIES; m++)
-        dev_free(p, &p->view[m]);
+        pm__cu_dev_free(p, &p->view[m]);
     for (int i = 0; i < SLOTS; i++)
         slot_fini(&p->slot[i], level);
     free(p->scratch);
@@ -1758,7 +784,7 @@ static int visible_count(void)
     int n = 0;
     if (PM__CUDA(QUIET, cudaGetDeviceCount(&n)) == 0)
         return n;
-    cudaError_t e = last_cuda_error;
+    cudaError_t e = pm__cuda_last_error;
     if (e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver)
         pm__info("no usable CUDA driver or GPU on host %d (%s); running without GPUs",
                  pm__rt.host, cudaGetErrorString(e));
@@ -1824,3 +850,4 @@ void pm__cuda_host_free(void *p)
     if (p != NULL)
         PM__CUDA(PM__LOG_WARN, cudaFreeHost(p));
 }
+

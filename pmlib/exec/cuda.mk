@@ -3,12 +3,13 @@
 # and the test variables are defined.
 
 # Distributed whether or not this build has CUDA; compiled only with it.
-pmlib_libpmlib_core_la_SOURCES += pmlib/exec/cuda.h
+pmlib_libpmlib_core_la_SOURCES += pmlib/exec/cuda.h pmlib/exec/cuda_int.h
 CUDA_SOURCES += pmlib/cuda/stub_kernels.cu
 EXTRA_DIST += tests/cuda/kernels.cu tests/cuda/kernels.h tests/cuda/mpi-np2.sh tests/cuda/test_cuda_mpi.c
 
 if HAVE_CUDA
-pmlib_libpmlib_core_la_SOURCES += pmlib/exec/cuda.c
+pmlib_libpmlib_core_la_SOURCES += pmlib/exec/cuda.c pmlib/exec/cuda_dir.c pmlib/exec/cuda_copy.c \
+	pmlib/exec/cuda_reduce.c
 pmlib_libpmlib_core_la_CPPFLAGS += $(CUDA_CPPFLAGS)
 endif
 

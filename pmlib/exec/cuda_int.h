@@ -1,0 +1,222 @@
+/*
+ * The GPU stub's own header, shared by its files: exec/cuda.c (the stub:
+ * set-up, the pipeline of subtasks, chunks, discovery), exec/cuda_dir.c
+ * (the device side of the memories: buffers, the read cache, mirrors),
+ * exec/cuda_copy.c (copies between host and device) and
+ * exec/cuda_reduce.c (reduce outputs merged on the device). Internal;
+ * only these files include CUDA headers.
+ */
+#ifndef PMLIB_EXEC_CUDA_INT_H
+#define PMLIB_EXEC_CUDA_INT_H
+
+#include <cuda_runtime.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/internal.h"
+#include "exec/check.h"
+#include "exec/cuda.h"
+#include "exec/subs.h"
+#include "reduce/acc.h"
+#include "reduce/ops.h"
+
+#define SLOTS 3                        /* subtasks in flight per GPU: copy in, run, copy out */
+#define CHUNK_STATES (SLOTS + 1)       /* chunks with subtasks in flight, plus one starting */
+#define STAGE_BYTES ((size_t)8 << 20)  /* each of a stream's two pinned staging halves */
+#define POOL_MAX 64                    /* idle device buffers kept for reuse */
+#define CACHE_BUCKETS 1024             /* power of two */
+#define CACHE_MAX 4096                 /* cached ranges; the LRU ones go beyond */
+#define MAX_PITCH ((uint64_t)1 << 30)  /* larger strides copy row by row */
+#define NARROW_ROW ((uint64_t)32 << 10) /* default: narrower rows move through a kernel */
+#define QUIET PM__LOG_DEBUG            /* failures a subtask's message reports */
+#define NO_MIRROR 1                    /* not an error: use buffers of the hull instead */
+
+/* In pmlib/cuda/ (reduce_kernels.cu, stub_kernels.cu); both return a cudaError_t. */
+int pm__cuda_reduce_apply(pm_reduce_op_t op, pm_type_t type, void *into, const void *from,
+                          size_t count, void *stream);
+int pm__cuda_fill(void *dst, const void *elem, int elem_bytes, size_t count, void *stream);
+int pm__cuda_copy_rows(void *dst, const void *src, size_t width, size_t pitch, size_t rows,
+                       void *stream);
+
+/* ---- checking CUDA calls ------------------------------------------------ */
+
+/* The error behind the last failed check on this thread, for the message of
+ * the subtask it fails; each subtask starts with it clear. */
+extern _Thread_local cudaError_t pm__cuda_last_error;
+
+/*
+ * Every CUDA runtime call goes through PM__CUDA: a failure is logged at
+ * `level` naming the call and CUDA's message, remembered for the subtask's
+ * message and turned into a pmlib code (PM_ENOMEM for device memory).
+ * Failures that fail a subtask log at debug level only, since the task
+ * logs its failure once when it finishes.
+ */
+#define PM__CUDA(level, call) pm__cuda_status((call), (level), #call, __FILE__, __LINE__)
+
+int pm__cuda_status(cudaError_t e, int level, const char *call, const char *file, int line);
+
+/* Pointers in the natural view (base minus first byte) may point outside
+ * any object, so their offsets are computed as integers. */
+static inline void *at(const void *natural, uint64_t off)
+{
+    return (void *)((uintptr_t)natural + (uintptr_t)off);
+}
+
+/* ---- state -------------------------------------------------------------- */
+
+typedef struct dev_buf {
+    unsigned char *ptr;
+    size_t bytes;
+} dev_buf_t;
+
+/* A read-only subscription kept on the device. */
+typedef struct cache_entry {
+    uint64_t handle, version, lo, hi;
+    pm__sub_t *pat;       /* the parts copied in, in subscription order */
+    uint32_t npat;
+    dev_buf_t buf;
+    cudaEvent_t ready;    /* recorded after the copy in, on whichever stream made it */
+    int refs;             /* subtasks in flight using it */
+    struct cache_entry *hnext, *newer, *older;
+} cache_entry_t;
+
+/*
+ * A whole memory kept on the device. Subtasks work on it in place: their
+ * read parts are copied in only where `valid` lacks them, and what they
+ * write is copied home (write-through) and becomes valid for the version
+ * the task leaves behind, so the next task of an iterative program finds
+ * the previous task's output on the GPU that made it.
+ */
+typedef struct mirror {
+    uint64_t handle, bytes;
+    uint64_t version;      /* what `valid` describes */
+    pm__acc_t valid;       /* bytes equal to the host's at `version`, once `filled` is reached */
+    pm__acc_t writing;     /* bytes this GPU's subtasks write in the running task */
+    pm__acc_t pending;     /* of those, the ones copied home: valid at version + 1 */
+    dev_buf_t buf;
+    cudaEvent_t filled;    /* after the latest copy into it, on whichever stream made it */
+    int refs;              /* subtasks in flight using it */
+    uint64_t used;         /* LRU tick */
+    struct mirror *next;
+} mirror_t;
+
+enum use_kind { USE_NONE, USE_CACHED, USE_PLAIN, USE_DIRECT, USE_MERGE, USE_CUSTOM, USE_MIRROR };
+
+/* How a subtask in flight holds one memory. */
+typedef struct mem_use {
+    enum use_kind kind;
+    uint64_t lo, hi;      /* hull of its subscriptions of the memory */
+    dev_buf_t buf;        /* USE_PLAIN, USE_MERGE, USE_CUSTOM */
+    cache_entry_t *entry; /* USE_CACHED */
+    mirror_t *mirror;     /* USE_MIRROR */
+    bool sent;            /* its written parts are already on their way home */
+} mem_use_t;
+
+/* Reduce state of one chunk: a device accumulator per memory with a built-in
+ * reduce. The first subtask that writes a memory writes straight into it
+ * (USE_DIRECT); later ones merge into it in id order (USE_MERGE). */
+typedef struct chunk_state {
+    bool busy;
+    int setup_rc;
+    uint64_t chunk, first, last;
+    pm__accset_t *acc;                      /* what goes up the merge tree */
+    dev_buf_t dacc[PM_MAX_TASK_MEMORIES];
+    uint64_t dlo[PM_MAX_TASK_MEMORIES];     /* first byte of dacc */
+    pm__acc_t dcov[PM_MAX_TASK_MEMORIES];   /* bytes of dacc written so far (no data) */
+    bool direct_taken[PM_MAX_TASK_MEMORIES];
+    cudaEvent_t merged;                     /* after the last write into the dacc so far */
+    double since;                           /* when its first subtask was issued */
+    bool closing;                           /* the daccs are on their way to `home` */
+    int home_rc;
+    unsigned char *home;                    /* pinned */
+    size_t home_cap;
+    cudaEvent_t home_done;
+} chunk_state_t;
+
+/* One subtask in flight, on its own stream. */
+typedef struct slot {
+    cudaStream_t stream;
+    unsigned char *stage[2];                /* pinned */
+    cudaEvent_t stage_done[2];              /* last copy through each half */
+    int half;
+    bool busy, failed;
+    uint64_t id;
+    chunk_state_t *cs;
+    mem_use_t use[PM_MAX_TASK_MEMORIES];
+} slot_t;
+
+typedef struct cuda_priv {
+    pm__gpu_info_t gpu;
+    bool ready;           /* streams, staging and events made (at the first chunk) */
+    bool broken;          /* a sticky error lost the context, or set-up failed */
+    slot_t slot[SLOTS];
+    int next_slot;
+    chunk_state_t cstate[CHUNK_STATES];
+    int next_cstate;
+    dev_buf_t pool[POOL_MAX];
+    int npool;
+    cache_entry_t *bucket[CACHE_BUCKETS];
+    cache_entry_t *newest, *oldest;
+    int ncache;
+    mirror_t *mirrors;
+    uint64_t tick;
+    size_t held, cap;     /* device bytes held; idle ones are trimmed above cap */
+    uint64_t narrow_row;  /* strided rows narrower than this move through a kernel */
+    unsigned char *scratch; /* host copy of a custom-reduced output */
+    size_t scratch_cap;
+    pm__host_run_t host;  /* PMLIB_CHECK: subtasks run one by one over host views */
+    dev_buf_t view[PM_MAX_TASK_MEMORIES]; /* ... each copied whole to the device */
+} cuda_priv_t;
+
+/* What one pm__cuda_run_chunks call works with. */
+typedef struct run {
+    pm__stub_t *s;
+    cuda_priv_t *p;
+    pm__task_t *t;
+    pm__stub_counts_t *cnt;
+    pm_subtask_info_t info;
+    bool pinned[PM_MAX_TASK_MEMORIES];
+    void *mapped[PM_MAX_TASK_MEMORIES]; /* the device's view of pinned host memories */
+    pm__chunk_feed_t *feed;
+} run_t;
+
+/* ---- between the files of the GPU stub -------------------------------------- */
+
+/* exec/cuda_dir.c: device memory (a pool of idle buffers), the read cache,
+ * the mirrors of whole memories, and a subtask's memories on the device. */
+int pm__cu_dev_alloc(cuda_priv_t *p, size_t bytes, dev_buf_t *out);
+void pm__cu_dev_free(cuda_priv_t *p, dev_buf_t *b);
+int pm__cu_pool_get(cuda_priv_t *p, size_t need, dev_buf_t *out);
+void pm__cu_pool_put(cuda_priv_t *p, dev_buf_t *b);
+void pm__cu_cache_drop(cuda_priv_t *p, cache_entry_t *e);
+void pm__cu_mirror_free(cuda_priv_t *p, mirror_t *mr);
+int pm__cu_part_apply(pm__acc_t *a, const pm__sub_t *q, bool add);
+int pm__cu_fresh_fill(run_t *r, slot_t *sl, int m, void *nat, uint64_t lo, uint64_t hi);
+int pm__cu_open_all(run_t *r, slot_t *sl, chunk_state_t *cs, pm__subs_view_t v, pm_subtask_info_t *info);
+void pm__cu_release_all(cuda_priv_t *p, slot_t *sl);
+
+/* exec/cuda_copy.c: copies between host and device memory. */
+/* Which records of a subscription list a copy moves. */
+typedef struct parts {
+    const pm__sub_t *r;
+    uint32_t n;
+    int mem;
+    unsigned access;
+} parts_t;
+
+/* A piece of a part: `rows` blocks of `block` bytes, `stride` apart. */
+typedef struct piece {
+    uint64_t off, block, stride, rows;
+} piece_t;
+
+int pm__cu_copy_in(run_t *r, slot_t *sl, void *dev_nat, const void *host_nat, bool pinned, parts_t ps);
+int pm__cu_copy_out(run_t *r, slot_t *sl, const void *dev_nat, void *host_nat, bool pinned, parts_t ps,
+                    bool wait);
+parts_t pm__cu_range_parts(pm__sub_t *q, int m, uint64_t lo, uint64_t hi);
+bool pm__cu_host_pinned(const void *ptr, void **mapped);
+
+/* exec/cuda_reduce.c: reduce outputs merged on the device. */
+int pm__cu_after_callback(run_t *r, slot_t *sl, chunk_state_t *cs, pm__subs_view_t v);
+int pm__cu_merge_custom(run_t *r, slot_t *sl, pm__subs_view_t v, int m);
+
+#endif /* PMLIB_EXEC_CUDA_INT_H */
