@@ -12,10 +12,11 @@ size_t pm__ranges_space(int nstubs)
 }
 
 /*
- * Slots are set up lazily: ranges_init writes only the slots of stubs with
- * a share, and a slot whose gen is not the task's is an empty range (a
- * task block is reused, and writing all 16 stubs' lines at submit cost a
- * cache miss each). A thread that locks a slot makes it the task's first;
+ * Slots are set up lazily: ranges_init writes the slots of stubs with a
+ * share (and those an earlier init of the task wrote), and a slot whose
+ * gen is not the task's is an empty range (a task block is reused, and
+ * writing all 16 stubs' lines at submit cost a cache miss each). A thread
+ * that locks a slot makes it the task's first;
  * a slot of an older gen is unlocked, since a block is reused only once no
  * thread holds its task. Readers without the lock see gen after lo and hi
  * (release, acquire).
@@ -69,8 +70,13 @@ int pm__ranges_init(pm__task_t *t, int nstubs, const double *weight)
             hi = t->hi;
         if (weight[s] <= 0)
             hi = lo;
-        if (hi > lo) { /* a slot of an older gen: empty (and unlocked) */
-            pm__range_slot_t *r = &st->slot[s];
+        /* A slot without a share is left alone when it is of an older gen
+         * (it reads as empty), but not when an earlier init of this task
+         * wrote it: host 0 plans its share again once it has placed the
+         * task among the hosts (core/task.c), and a range left from the
+         * first plan would run chunks another host runs too. */
+        pm__range_slot_t *r = &st->slot[s];
+        if (hi > lo || atomic_load_explicit(&r->gen, memory_order_relaxed) == st->gen) {
             atomic_store_explicit(&r->lock.held, 0, memory_order_relaxed);
             atomic_store_explicit(&r->lo, lo, memory_order_relaxed);
             atomic_store_explicit(&r->hi, hi, memory_order_relaxed);

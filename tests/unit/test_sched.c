@@ -136,6 +136,22 @@ START_TEST(weights_set_share_sizes)
     ck_assert_uint_eq(atomic_load(&t->sched->slot[2].hi), 1000);
     ck_assert_uint_eq(atomic_load(&t->sched->slot[3].hi), 750);
     pm__ranges_fini(t);
+
+    /* Planned again (host 0 after placing the task among the hosts): a
+     * smaller share leaves stubs without one, and what the first plan gave
+     * them must not stay (those chunks now run on other hosts). */
+    t->lo = 0;
+    t->hi = 2;
+    const double w2[NSTUBS] = {1, 1, 1, 1};
+    ck_assert_int_eq(pm__ranges_init(t, NSTUBS, w2), 0);
+    uint64_t total = 0;
+    for (int s = 0; s < NSTUBS; s++)
+        while (pm__ranges_take_own(t, s, &c)) {
+            ck_assert_uint_lt(c, 2);
+            total++;
+        }
+    ck_assert_uint_eq(total, 2);
+    pm__ranges_fini(t);
     free(t->sched_space);
     free(t->counts);
     free(t);
