@@ -460,7 +460,7 @@ static pm__task_t *block_get(int nmem)
         }
         pm__unlock(&block_cache.lock);
     }
-    if (b != NULL) { /* its counters hold an older gen, its slots are rewritten */
+    if (b != NULL) { /* its per-stub lines hold an older gen: they read as empty */
         memset(b, 0, head_bytes(nmem));
         return b;
     }

@@ -389,6 +389,14 @@ static int open_cached(run_t *r, slot_t *sl, pm__subs_view_t v, int m, void **na
 /* A part is copied in as at most this many pieces of what the mirror
  * lacks; beyond that, whole (each piece is a copy call of its own). */
 #define MISSING_PIECES 64
+#define MISSING_WHOLE (MISSING_PIECES + 1) /* missing_pieces: copy the part whole */
+
+/* Whether row k of part q lies wholly in `valid`. */
+static bool row_valid(const pm__acc_t *valid, const pm__sub_t *q, uint64_t k)
+{
+    uint64_t at = q->offset + k * q->stride;
+    return pm__acc_covers(valid, at, at + q->block);
+}
 
 /*
  * The pieces of read part q the mirror lacks, into out[] (at most
@@ -396,36 +404,33 @@ static int open_cached(run_t *r, slot_t *sl, pm__subs_view_t v, int m, void **na
  * strided one not wholly valid. Where another host or device wrote a few
  * rows of what this GPU holds (a column pass after a row pass of which
  * another host ran some chunks), only those rows come in instead of every
- * row of the part. Returns the count, or 0 when the part goes whole.
+ * row of the part. Returns the count (0: the mirror holds all of q), or
+ * MISSING_WHOLE when there are more pieces than that.
  */
 static uint32_t missing_pieces(const pm__acc_t *valid, const pm__sub_t *q, pm__sub_t *out)
 {
     uint32_t n = 0;
     if (q->count == 1 || q->stride == q->block) {
         uint64_t lo = q->offset, hi = q->offset + q->count * q->block, glo, ghi;
-        while (pm__acc_gap(valid, lo, hi, &glo, &ghi)) {
+        for (; pm__acc_gap(valid, lo, hi, &glo, &ghi); lo = ghi) {
             if (n == MISSING_PIECES)
-                return 0;
+                return MISSING_WHOLE;
             out[n++] = (pm__sub_t){.offset = glo, .block = ghi - glo, .stride = ghi - glo,
                                    .count = 1, .mem = q->mem, .access = q->access};
-            lo = ghi;
         }
         return n;
     }
-    for (uint64_t k = 0; k < q->count;) {
-        uint64_t at = q->offset + k * q->stride;
-        if (pm__acc_covers(valid, at, at + q->block)) {
-            k++;
+    for (uint64_t k = 0; k < q->count; k++) {
+        if (row_valid(valid, q, k))
             continue;
-        }
         uint64_t first = k;
-        while (k < q->count &&
-               !pm__acc_covers(valid, q->offset + k * q->stride, q->offset + k * q->stride + q->block))
+        while (k + 1 < q->count && !row_valid(valid, q, k + 1))
             k++;
         if (n == MISSING_PIECES)
-            return 0;
-        out[n++] = (pm__sub_t){.offset = at, .block = q->block, .stride = q->stride,
-                               .count = k - first, .mem = q->mem, .access = q->access};
+            return MISSING_WHOLE;
+        out[n++] = (pm__sub_t){.offset = q->offset + first * q->stride, .block = q->block,
+                               .stride = q->stride, .count = k + 1 - first, .mem = q->mem,
+                               .access = q->access};
     }
     return n;
 }
@@ -453,11 +458,12 @@ static int open_mirror(run_t *r, slot_t *sl, pm__subs_view_t v, int m, void **na
         if (q->mem != m || !(q->access & PM_READ))
             continue;
         read = true;
-        if (pm__acc_covers_rows(&mr->valid, q->offset, q->block, q->stride, q->count))
-            continue;
         pm__sub_t miss[MISSING_PIECES];
         uint32_t nmiss = missing_pieces(&mr->valid, q, miss);
-        parts_t ps = nmiss > 0 ? (parts_t){miss, nmiss, m, PM_READ} : (parts_t){q, 1, m, PM_READ};
+        if (nmiss == 0)
+            continue;
+        parts_t ps = nmiss == MISSING_WHOLE ? (parts_t){q, 1, m, PM_READ}
+                                            : (parts_t){miss, nmiss, m, PM_READ};
         rc = pm__cu_copy_in(r, sl, mr->buf.ptr, mem->data, r->pinned[m], ps);
         if (rc == 0)
             rc = pm__cu_part_apply(&mr->valid, q, true);

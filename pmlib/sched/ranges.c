@@ -16,10 +16,9 @@ size_t pm__ranges_space(int nstubs)
  * share (and those an earlier init of the task wrote), and a slot whose
  * gen is not the task's is an empty range (a task block is reused, and
  * writing all 16 stubs' lines at submit cost a cache miss each). A thread
- * that locks a slot makes it the task's first;
- * a slot of an older gen is unlocked, since a block is reused only once no
- * thread holds its task. Readers without the lock see gen after lo and hi
- * (release, acquire).
+ * that locks a slot makes it the task's first; a slot of an older gen is
+ * unlocked, since a block is reused only once no thread holds its task.
+ * Readers without the lock see gen after lo and hi (release, acquire).
  */
 static pm__range_slot_t *lock_slot(const struct pm__sched_state *st, int s)
 {
