@@ -91,6 +91,7 @@ void app_add_stats(pm_task_stats_t *total, pm_task_t task)
     total->bytes_to_gpu += st.bytes_to_gpu;
     total->bytes_from_gpu += st.bytes_from_gpu;
     total->gpu_cache_hits += st.gpu_cache_hits;
+    total->bytes_gpu_peer += st.bytes_gpu_peer;
     if (st.stubs > total->stubs) /* the most any one task used */
         total->stubs = st.stubs;
 }
@@ -98,9 +99,9 @@ void app_add_stats(pm_task_stats_t *total, pm_task_t task)
 void app_print_stats(const pm_task_stats_t *st)
 {
     printf("        subtasks: cpu=%" PRIu64 " gpu=%" PRIu64 " remote=%" PRIu64
-           "  stubs=%d steals=%" PRIu64 "  to_gpu=%.1f MB gpu_cache_hits=%"
+           "  stubs=%d steals=%" PRIu64 "  to_gpu=%.1f MB gpu_peer=%.1f MB gpu_cache_hits=%"
            PRIu64 "\n", st->subtasks_cpu, st->subtasks_gpu,
            st->subtasks_remote, st->stubs, st->steals,
-           (double)st->bytes_to_gpu / 1e6, st->gpu_cache_hits);
+           (double)st->bytes_to_gpu / 1e6, (double)st->bytes_gpu_peer / 1e6, st->gpu_cache_hits);
     app_print_moved(st);
 }

@@ -838,7 +838,7 @@ static void send_drained_locked(pm__task_t *t)
 {
     pm__wbuf_t b = {0};
     pm__wbuf_u64(&b, t->seq);
-    uint64_t steals = 0, to_gpu = 0, from_gpu = 0, hits = 0;
+    uint64_t steals = 0, to_gpu = 0, from_gpu = 0, hits = 0, peer = 0;
     for (int s = 0; s < pm__rt.nstubs; s++) {
         const pm__stub_counts_t *c = pm__counts_peek(t, s);
         if (c == NULL)
@@ -847,6 +847,7 @@ static void send_drained_locked(pm__task_t *t)
         to_gpu += c->bytes_to_gpu;
         from_gpu += c->bytes_from_gpu;
         hits += c->gpu_cache_hits;
+        peer += c->bytes_gpu_peer;
     }
     /* In the order of enum pm__remote_count. */
     pm__wbuf_u64(&b, steals);
@@ -857,6 +858,7 @@ static void send_drained_locked(pm__task_t *t)
     pm__wbuf_u64(&b, (uint64_t)t->copies);
     pm__wbuf_u64(&b, atomic_load(&t->bytes_moved));
     pm__wbuf_u64(&b, atomic_load(&t->bytes_sent));
+    pm__wbuf_u64(&b, peer);
     /* Count first so the reader knows how many follow. */
     size_t at = b.n;
     pm__wbuf_u64(&b, 0);

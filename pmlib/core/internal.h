@@ -204,7 +204,7 @@ struct pm__reduce_tree;
 typedef struct pm__stub_counts {
     _Alignas(64) uint64_t subtasks;
     uint64_t steals;
-    uint64_t bytes_to_gpu, bytes_from_gpu, gpu_cache_hits;
+    uint64_t bytes_to_gpu, bytes_from_gpu, gpu_cache_hits, bytes_gpu_peer;
     atomic_uint_fast64_t chunk_ns; /* running average time per chunk, read by others */
     atomic_uint_fast64_t run_ns;   /* the same without waiting for inputs (other hosts) */
     /* The task's gen once the stub zeroed them for it (pm__counts_own):
@@ -216,7 +216,7 @@ typedef struct pm__stub_counts {
 /* Counters other hosts report when they drain. */
 enum pm__remote_count {
     PM__RC_STEALS, PM__RC_STEALS_REMOTE, PM__RC_TO_GPU, PM__RC_FROM_GPU, PM__RC_HITS,
-    PM__RC_COPIES, PM__RC_BYTES_MOVED, PM__RC_BYTES_SENT, PM__REMOTE_COUNTS
+    PM__RC_COPIES, PM__RC_BYTES_MOVED, PM__RC_BYTES_SENT, PM__RC_GPU_PEER, PM__REMOTE_COUNTS
 };
 
 /* A task's copy of its descriptor: the public one's fields, with room for
@@ -351,7 +351,7 @@ static inline pm__stub_counts_t *pm__counts_own(pm__task_t *t, int s)
     pm__stub_counts_t *c = &t->counts[s];
     if (atomic_load_explicit(&c->gen, memory_order_relaxed) != t->gen) {
         c->subtasks = c->steals = 0;
-        c->bytes_to_gpu = c->bytes_from_gpu = c->gpu_cache_hits = 0;
+        c->bytes_to_gpu = c->bytes_from_gpu = c->gpu_cache_hits = c->bytes_gpu_peer = 0;
         atomic_store_explicit(&c->chunk_ns, 0, memory_order_relaxed);
         atomic_store_explicit(&c->run_ns, 0, memory_order_relaxed);
         atomic_store_explicit(&c->gen, t->gen, memory_order_release);

@@ -1284,6 +1284,7 @@ static void fill_stats(const pm__task_t *t, pm_task_stats_t *s)
         s->bytes_to_gpu += c->bytes_to_gpu;
         s->bytes_from_gpu += c->bytes_from_gpu;
         s->gpu_cache_hits += c->gpu_cache_hits;
+        s->bytes_gpu_peer += c->bytes_gpu_peer;
         if (pm__rt.stubs[i].ops->kind == PM_DEVICE_GPU)
             s->subtasks_gpu += c->subtasks;
         else
@@ -1298,6 +1299,7 @@ static void fill_stats(const pm__task_t *t, pm_task_stats_t *s)
     s->bytes_to_gpu += atomic_load(&t->remote_counts[PM__RC_TO_GPU]);
     s->bytes_from_gpu += atomic_load(&t->remote_counts[PM__RC_FROM_GPU]);
     s->gpu_cache_hits += atomic_load(&t->remote_counts[PM__RC_HITS]);
+    s->bytes_gpu_peer += atomic_load(&t->remote_counts[PM__RC_GPU_PEER]);
     s->multi_assigned = atomic_load(&t->remote_counts[PM__RC_COPIES]) + atomic_load(&t->copies_local);
     s->subtasks_gpu += atomic_load(&t->subtasks_remote_gpu);
     /* Each host counts the bytes it received from another. */

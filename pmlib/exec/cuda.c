@@ -114,6 +114,7 @@ static void check_device(run_t *r)
         return;
     }
     r->p->broken = true;
+    pm__cu_peer_leave(r->p); /* other GPUs copy nothing more from it */
     pm__error("gpu %d (%s) of host %d is unusable after %s; its stub fails the rest of its "
               "subtasks", r->p->gpu.ordinal, r->p->gpu.name, pm__rt.host, cudaGetErrorName(e));
     pm__cuda_last_error = e;
@@ -374,7 +375,7 @@ static int close_all(run_t *r, slot_t *sl, pm__subs_view_t v)
         if (dev != NULL && u->kind == USE_MIRROR)
             for (uint32_t i = 0; i < v.n && rc == 0; i++)
                 if (v.r[i].mem == m && (v.r[i].access & PM_WRITE))
-                    rc = pm__cu_part_apply(&u->mirror->pending, &v.r[i], true);
+                    rc = pm__cu_mirror_pending(u->mirror, &v.r[i]);
         if (u->kind == USE_CUSTOM)
             rc = pm__cu_merge_custom(r, sl, v, m);
     }
@@ -621,6 +622,7 @@ static void cuda_fini(pm__stub_t *s)
     cuda_priv_t *p = s->priv;
     if (p == NULL)
         return;
+    pm__cu_peer_leave(p);
     pm__host_run_free(&p->host);
     if (!p->ready) { /* never ran a chunk: nothing made, no CUDA call now either */
         free(p);
@@ -702,6 +704,8 @@ static int gpu_setup(cuda_priv_t *p)
                                                                   cudaEventDisableTiming));
     }
     p->ready = true; /* also when it failed: cuda_fini frees what was made */
+    if (rc == 0)
+        pm__cu_peer_enable(p);
     return rc;
 }
 
@@ -711,6 +715,7 @@ static int cuda_init(pm__stub_t *s)
     if (p == NULL)
         return PM__FAIL(PM_ENOMEM, "pm_init: out of memory for gpu stub %d", s->index);
     s->priv = p;
+    pm__cu_peer_join(p);
     p->gpu.ordinal = s->device_index;
     int rc = gpu_query(s->device_index, &p->gpu);
     p->cap = memory_cap(p->gpu.mem_bytes);

@@ -5,6 +5,7 @@
  */
 #include "exec/cuda_int.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -240,20 +241,96 @@ void pm__cu_mirror_free(cuda_priv_t *p, mirror_t *mr)
     free(mr);
 }
 
-/* Drops the least recently used mirror no subtask holds; its bytes are all
- * at home already (written parts go home before their subtask retires). */
+/*
+ * ---- peers: the mirrors of the other GPUs of this process -----------------
+ * A GPU that lacks part of a memory copies it from another GPU of the
+ * process whose mirror holds it at the memory's version (by NVLink or PCIe,
+ * where cudaDeviceCanAccessPeer says so), else from the host. One lock
+ * guards every stub's mirror list and each mirror's version, valid,
+ * writing, pending and peer_refs: the owner changes them only under it and
+ * reads its own without it; a peer reads them only under it. A mirror that
+ * peers copy from (peer_refs) is not evicted.
+ */
+static pthread_mutex_t peer_lock = PTHREAD_MUTEX_INITIALIZER;
+static cuda_priv_t *peers[MAX_PEERS];
+
+/* PMLIB_CUDA_PEER=0: GPUs take what they lack from the host only. */
+void pm__cu_peer_join(cuda_priv_t *p)
+{
+    p->peer_index = -1;
+    if (pm__env_uint("PMLIB_CUDA_PEER", "0 (off) or 1 (on)", 0, 1, 1) == 0)
+        return;
+    pthread_mutex_lock(&peer_lock);
+    for (int i = 0; i < MAX_PEERS && p->peer_index < 0; i++)
+        if (peers[i] == NULL) {
+            peers[i] = p;
+            p->peer_index = i;
+        }
+    pthread_mutex_unlock(&peer_lock);
+}
+
+void pm__cu_peer_leave(cuda_priv_t *p)
+{
+    pthread_mutex_lock(&peer_lock);
+    if (p->peer_index >= 0)
+        peers[p->peer_index] = NULL;
+    p->peer_index = -1;
+    pthread_mutex_unlock(&peer_lock);
+}
+
+void pm__cu_peer_enable(cuda_priv_t *p)
+{
+    if (p->peer_index < 0)
+        return;
+    int ordinal[MAX_PEERS];
+    pthread_mutex_lock(&peer_lock);
+    for (int i = 0; i < MAX_PEERS; i++)
+        ordinal[i] = peers[i] != NULL && peers[i] != p ? peers[i]->gpu.ordinal : -1;
+    pthread_mutex_unlock(&peer_lock);
+    for (int i = 0; i < MAX_PEERS; i++) {
+        int can = 0;
+        if (ordinal[i] < 0 || ordinal[i] == p->gpu.ordinal ||
+            cudaDeviceCanAccessPeer(&can, p->gpu.ordinal, ordinal[i]) != cudaSuccess || !can) {
+            cudaGetLastError();
+            continue;
+        }
+        cudaError_t e = cudaDeviceEnablePeerAccess(ordinal[i], 0);
+        if (e == cudaErrorPeerAccessAlreadyEnabled)
+            e = cudaSuccess;
+        cudaGetLastError(); /* not sticky: clear it */
+        p->peer_ok[i] = e == cudaSuccess;
+        pm__debug("gpu %d copies from gpu %d %s", p->gpu.ordinal, ordinal[i],
+                  e == cudaSuccess ? "directly" : cudaGetErrorString(e));
+    }
+}
+
+/* Drops the least recently used mirror no subtask holds or copies from;
+ * its bytes are all at home already (written parts go home before their
+ * subtask retires). */
 static bool mirror_evict(cuda_priv_t *p)
 {
     mirror_t **victim = NULL;
+    pthread_mutex_lock(&peer_lock);
     for (mirror_t **pp = &p->mirrors; *pp != NULL; pp = &(*pp)->next)
-        if ((*pp)->refs == 0 && (victim == NULL || (*pp)->used < (*victim)->used))
+        if ((*pp)->refs == 0 && (*pp)->peer_refs == 0 &&
+            (victim == NULL || (*pp)->used < (*victim)->used))
             victim = pp;
-    if (victim == NULL)
+    mirror_t *mr = victim != NULL ? *victim : NULL;
+    if (mr != NULL)
+        *victim = mr->next;
+    pthread_mutex_unlock(&peer_lock);
+    if (mr == NULL)
         return false;
-    mirror_t *mr = *victim;
-    *victim = mr->next;
     pm__cu_mirror_free(p, mr);
     return true;
+}
+
+int pm__cu_mirror_pending(mirror_t *mr, const pm__sub_t *q)
+{
+    pthread_mutex_lock(&peer_lock);
+    int rc = pm__cu_part_apply(&mr->pending, q, true);
+    pthread_mutex_unlock(&peer_lock);
+    return rc;
 }
 
 /* Brings what the mirror knows up to the memory's version: the bytes this
@@ -296,10 +373,17 @@ static mirror_t *mirror_of(cuda_priv_t *p, const pm__memory_t *mem)
         mr->handle = mem->handle;
         mr->bytes = mem->bytes;
         mr->version = mem->version;
+        mr->device = p->gpu.ordinal;
+        pthread_mutex_lock(&peer_lock);
         mr->next = p->mirrors;
         p->mirrors = mr;
+        pthread_mutex_unlock(&peer_lock);
     }
-    mirror_sync(mr, mem->version);
+    if (mr->version != mem->version) {
+        pthread_mutex_lock(&peer_lock);
+        mirror_sync(mr, mem->version);
+        pthread_mutex_unlock(&peer_lock);
+    }
     mr->used = ++p->tick;
     return mr;
 }
@@ -311,6 +395,84 @@ static bool part_touches(const pm__acc_t *a, const pm__sub_t *q)
         if (pm__acc_touches(a, q->offset + k * q->stride, q->offset + k * q->stride + q->block))
             return true;
     return false;
+}
+
+/* Whether every row of part q lies in `a`. */
+static bool part_covered(const pm__acc_t *a, const pm__sub_t *q)
+{
+    for (uint64_t k = 0; k < q->count; k++)
+        if (!pm__acc_covers(a, q->offset + k * q->stride, q->offset + k * q->stride + q->block))
+            return false;
+    return true;
+}
+
+/*
+ * Another GPU's mirror holding all of piece q of `mem` at its current
+ * version (its bytes valid there, or written there by the task that made
+ * the version and already home), or NULL. The mirror is added to the
+ * use's peers (a reference that keeps it from eviction until the subtask
+ * retires) and the slot's stream waits for the copies made into it.
+ */
+static mirror_t *peer_holder(run_t *r, slot_t *sl, mem_use_t *u, const pm__memory_t *mem,
+                             const pm__sub_t *q)
+{
+    mirror_t *found = NULL;
+    pthread_mutex_lock(&peer_lock);
+    for (int i = 0; i < MAX_PEERS && found == NULL; i++) {
+        if (!r->p->peer_ok[i] || peers[i] == NULL)
+            continue;
+        for (mirror_t *mr = peers[i]->mirrors; mr != NULL && found == NULL; mr = mr->next) {
+            if (mr->handle != mem->handle || mr->bytes != mem->bytes)
+                continue;
+            const pm__acc_t *held = mr->version == mem->version ? &mr->valid
+                                  : mr->version + 1 == mem->version ? &mr->pending : NULL;
+            if (held == NULL || !part_covered(held, q) ||
+                (mr->version == mem->version && part_touches(&mr->writing, q)))
+                continue;
+            int k = 0;
+            while (k < u->npeer && u->peer[k] != mr)
+                k++;
+            if (k == u->npeer && u->npeer == PEER_USES)
+                continue;
+            if (PM__CUDA(QUIET, cudaStreamWaitEvent(sl->stream, mr->filled, 0)) != 0)
+                continue;
+            if (k == u->npeer) {
+                u->peer[u->npeer++] = mr;
+                mr->peer_refs++;
+            }
+            found = mr;
+        }
+    }
+    pthread_mutex_unlock(&peer_lock);
+    return found;
+}
+
+/* Copies piece q from a peer GPU's mirror into this GPU's, on the slot's stream. */
+static int peer_copy(run_t *r, slot_t *sl, mirror_t *to, const mirror_t *from, const pm__sub_t *q)
+{
+    int dst = r->p->gpu.ordinal, src = from->device;
+    int rc = 0;
+    if (q->count == 1 || q->stride == q->block) {
+        rc = PM__CUDA(QUIET, cudaMemcpyPeerAsync(at(to->buf.ptr, q->offset), dst,
+                                                 at(from->buf.ptr, q->offset), src,
+                                                 q->block * q->count, sl->stream));
+    } else if (q->stride <= MAX_PITCH) {
+        struct cudaMemcpy3DPeerParms c = {0};
+        c.srcPtr = make_cudaPitchedPtr(at(from->buf.ptr, q->offset), q->stride, q->block, q->count);
+        c.srcDevice = src;
+        c.dstPtr = make_cudaPitchedPtr(at(to->buf.ptr, q->offset), q->stride, q->block, q->count);
+        c.dstDevice = dst;
+        c.extent = make_cudaExtent(q->block, q->count, 1);
+        rc = PM__CUDA(QUIET, cudaMemcpy3DPeerAsync(&c, sl->stream));
+    } else {
+        for (uint64_t k = 0; k < q->count && rc == 0; k++)
+            rc = PM__CUDA(QUIET, cudaMemcpyPeerAsync(at(to->buf.ptr, q->offset + k * q->stride), dst,
+                                                     at(from->buf.ptr, q->offset + k * q->stride),
+                                                     src, q->block, sl->stream));
+    }
+    if (rc == 0)
+        r->cnt->bytes_gpu_peer += q->block * q->count;
+    return rc;
 }
 
 int pm__cu_part_apply(pm__acc_t *a, const pm__sub_t *q, bool add)
@@ -435,12 +597,39 @@ static uint32_t missing_pieces(const pm__acc_t *valid, const pm__sub_t *q, pm__s
     return n;
 }
 
+/* Copies the pieces of read part q the mirror lacks, each from a peer
+ * GPU's mirror that holds it, else from the host; *copied says whether
+ * any was missing. */
+static int mirror_fill(run_t *r, slot_t *sl, mirror_t *mr, const pm__memory_t *mem, int m,
+                       const pm__sub_t *q, bool *copied)
+{
+    pm__sub_t miss[MISSING_PIECES];
+    uint32_t n = missing_pieces(&mr->valid, q, miss);
+    if (n == MISSING_WHOLE) {
+        miss[0] = *q;
+        n = 1;
+    }
+    int rc = 0;
+    for (uint32_t j = 0; j < n && rc == 0; j++) {
+        const mirror_t *from = peer_holder(r, sl, &sl->use[m], mem, &miss[j]);
+        if (from != NULL)
+            rc = peer_copy(r, sl, mr, from, &miss[j]);
+        else
+            rc = pm__cu_copy_in(r, sl, mr->buf.ptr, mem->data, r->pinned[m],
+                                (parts_t){&miss[j], 1, m, PM_READ});
+    }
+    *copied = n > 0;
+    return rc;
+}
+
 /*
  * A non-reduced memory on its mirror: read parts the mirror lacks come in
  * (behind copies other streams made into it), written parts stop being
  * valid until they are home. A subtask whose reads meet bytes another
  * subtask of the task writes here gets buffers of its own instead (returns
  * NO_MIRROR): a copy in must never overwrite an output on its way home.
+ * A part becomes valid only once `filled` is recorded after its copies, so
+ * a peer that copies it waits for them.
  */
 static int open_mirror(run_t *r, slot_t *sl, pm__subs_view_t v, int m, void **nat)
 {
@@ -451,6 +640,9 @@ static int open_mirror(run_t *r, slot_t *sl, pm__subs_view_t v, int m, void **na
     for (uint32_t i = 0; i < v.n; i++)
         if (v.r[i].mem == m && (v.r[i].access & PM_READ) && part_touches(&mr->writing, &v.r[i]))
             return NO_MIRROR;
+    sl->use[m].kind = USE_MIRROR;
+    sl->use[m].mirror = mr;
+    mr->refs++;
     int rc = PM__CUDA(QUIET, cudaStreamWaitEvent(sl->stream, mr->filled, 0));
     bool copied = false, read = false;
     for (uint32_t i = 0; i < v.n && rc == 0; i++) {
@@ -458,21 +650,21 @@ static int open_mirror(run_t *r, slot_t *sl, pm__subs_view_t v, int m, void **na
         if (q->mem != m || !(q->access & PM_READ))
             continue;
         read = true;
-        pm__sub_t miss[MISSING_PIECES];
-        uint32_t nmiss = missing_pieces(&mr->valid, q, miss);
-        if (nmiss == 0)
+        bool some = false;
+        rc = mirror_fill(r, sl, mr, mem, m, q, &some);
+        if (!some)
             continue;
-        parts_t ps = nmiss == MISSING_WHOLE ? (parts_t){q, 1, m, PM_READ}
-                                            : (parts_t){miss, nmiss, m, PM_READ};
-        rc = pm__cu_copy_in(r, sl, mr->buf.ptr, mem->data, r->pinned[m], ps);
+        copied = true;
+        if (rc == 0)
+            rc = PM__CUDA(QUIET, cudaEventRecord(mr->filled, sl->stream));
+        pthread_mutex_lock(&peer_lock);
         if (rc == 0)
             rc = pm__cu_part_apply(&mr->valid, q, true);
-        copied = true;
+        pthread_mutex_unlock(&peer_lock);
     }
-    if (rc == 0 && copied)
-        rc = PM__CUDA(QUIET, cudaEventRecord(mr->filled, sl->stream));
-    else if (rc == 0 && read)
+    if (rc == 0 && read && !copied)
         r->cnt->gpu_cache_hits++;
+    pthread_mutex_lock(&peer_lock);
     for (uint32_t i = 0; i < v.n && rc == 0; i++) {
         const pm__sub_t *q = &v.r[i];
         if (q->mem == m && (q->access & PM_WRITE)) {
@@ -481,15 +673,11 @@ static int open_mirror(run_t *r, slot_t *sl, pm__subs_view_t v, int m, void **na
                 rc = pm__cu_part_apply(&mr->writing, q, true);
         }
     }
-    if (rc != 0) {
+    if (rc != 0)
         mr->valid.ncov = 0; /* what it holds is unknown now */
-        return rc;
-    }
-    mr->refs++;
-    sl->use[m].kind = USE_MIRROR;
-    sl->use[m].mirror = mr;
+    pthread_mutex_unlock(&peer_lock);
     *nat = mr->buf.ptr;
-    return 0;
+    return rc;
 }
 
 /* A reduced memory. Built-in ops: the chunk's first writer writes straight
@@ -548,6 +736,12 @@ void pm__cu_release_all(cuda_priv_t *p, slot_t *sl)
             u->entry->refs--;
         if (u->kind == USE_MIRROR)
             u->mirror->refs--;
+        if (u->npeer > 0) {
+            pthread_mutex_lock(&peer_lock);
+            for (int k = 0; k < u->npeer; k++)
+                u->peer[k]->peer_refs--;
+            pthread_mutex_unlock(&peer_lock);
+        }
         pm__cu_pool_put(p, &u->buf);
         *u = (mem_use_t){0};
     }

@@ -30,6 +30,8 @@
 #define NARROW_ROW ((uint64_t)32 << 10) /* default: narrower rows move through a kernel */
 #define QUIET PM__LOG_DEBUG            /* failures a subtask's message reports */
 #define NO_MIRROR 1                    /* not an error: use buffers of the hull instead */
+#define MAX_PEERS 16                   /* GPU stubs of one process that copy from each other */
+#define PEER_USES 4                    /* peer mirrors one subtask copies a memory from */
 
 /* In pmlib/cuda/ (reduce_kernels.cu, stub_kernels.cu); both return a cudaError_t. */
 int pm__cuda_reduce_apply(pm_reduce_op_t op, pm_type_t type, void *into, const void *from,
@@ -96,6 +98,8 @@ typedef struct mirror {
     dev_buf_t buf;
     cudaEvent_t filled;    /* after the latest copy into it, on whichever stream made it */
     int refs;              /* subtasks in flight using it */
+    int peer_refs;         /* other GPUs' subtasks in flight copying from it (peer lock) */
+    int device;            /* the GPU's ordinal */
     uint64_t used;         /* LRU tick */
     struct mirror *next;
 } mirror_t;
@@ -109,6 +113,8 @@ typedef struct mem_use {
     dev_buf_t buf;        /* USE_PLAIN, USE_MERGE, USE_CUSTOM */
     cache_entry_t *entry; /* USE_CACHED */
     mirror_t *mirror;     /* USE_MIRROR */
+    mirror_t *peer[PEER_USES]; /* USE_MIRROR: other GPUs' mirrors it copies from */
+    int npeer;
     bool sent;            /* its written parts are already on their way home */
 } mem_use_t;
 
@@ -166,6 +172,8 @@ typedef struct cuda_priv {
     size_t scratch_cap;
     pm__host_run_t host;  /* PMLIB_CHECK: subtasks run one by one over host views */
     dev_buf_t view[PM_MAX_TASK_MEMORIES]; /* ... each copied whole to the device */
+    int peer_index;       /* in the process's table of GPU stubs (-1: not in it) */
+    bool peer_ok[MAX_PEERS]; /* this GPU copies directly from that stub's GPU */
 } cuda_priv_t;
 
 /* What one pm__cuda_run_chunks call works with. */
@@ -194,6 +202,14 @@ int pm__cu_part_apply(pm__acc_t *a, const pm__sub_t *q, bool add);
 int pm__cu_fresh_fill(run_t *r, slot_t *sl, int m, void *nat, uint64_t lo, uint64_t hi);
 int pm__cu_open_all(run_t *r, slot_t *sl, chunk_state_t *cs, pm__subs_view_t v, pm_subtask_info_t *info);
 void pm__cu_release_all(cuda_priv_t *p, slot_t *sl);
+/* Marks part q of a mirror's written bytes as home: valid at the next version. */
+int pm__cu_mirror_pending(mirror_t *mr, const pm__sub_t *q);
+/* The process's GPU stubs, whose mirrors are read by each other under one
+ * lock: joined at init (main thread), peer access enabled at set-up (the
+ * stub's thread, its GPU current), left at fini. */
+void pm__cu_peer_join(cuda_priv_t *p);
+void pm__cu_peer_enable(cuda_priv_t *p);
+void pm__cu_peer_leave(cuda_priv_t *p);
 
 /* exec/cuda_copy.c: copies between host and device memory. */
 /* Which records of a subscription list a copy moves. */

@@ -146,3 +146,14 @@ extern "C" int tk_fault(void *stream)
     fault<<<1, 32, 0, (cudaStream_t)stream>>>((double *)(uintptr_t)64);
     return 0;
 }
+
+// Whether GPU a can read GPU b's memory directly (1) or not (0).
+extern "C" int tk_peer_ok(int a, int b)
+{
+    int can = 0;
+    if (cudaDeviceCanAccessPeer(&can, a, b) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return can;
+}

@@ -35,6 +35,8 @@ int tk_unpin(void *host);
 /* Takes all device memory but `leave` bytes / gives it back; a cudaError_t. */
 int tk_hog(size_t leave);
 int tk_unhog(void);
+/* Whether GPU a can read GPU b's memory directly: 1 or 0. */
+int tk_peer_ok(int a, int b);
 /* A kernel that faults (an illegal address): the GPU's context is lost. */
 int tk_fault(void *stream);
 

@@ -2,7 +2,9 @@
  * The GPU stub. Proves that: a GPU-only task writes the serial loop's
  * bytes, strided subscriptions included, whatever the grain; a task
  * reading what the GPU's mirror holds but for a few rows copies in only
- * those rows; a read-only
+ * those rows; a GPU that lacks what another GPU of the host wrote copies it
+ * from that GPU (peer copies, when the two can), or from the host with
+ * PMLIB_CUDA_PEER=0; a read-only
  * input read by every subtask crosses PCIe once, stays cached for the next
  * task and is copied again once its version changes; when device memory is
  * short the least recently used cached input is evicted and no task fails;
@@ -347,6 +349,65 @@ static void run_combine(pm_memory_t in, pm_memory_t out, uint64_t n, pm_task_sta
     ck_assert_int_eq(run_stats(&d, st), PM_OK);
     check_combined(in, out, n);
 }
+
+/*
+ * ---- GPUs that copy from each other ---------------------------------------
+ * Every GPU writes its share of `in`; then every subtask reads all of it.
+ * Each GPU's mirror holds its own share, and with two GPUs that can reach
+ * each other the other half comes from the other GPU, not from the host;
+ * with PMLIB_CUDA_PEER=0 it comes from the host. The results are the
+ * serial loop's either way.
+ */
+static void run_shares(uint64_t n, int ngpu, pm_task_stats_t *st)
+{
+    pm_task_desc_t d;
+    slice_conf_t c;
+    pm_memory_t in = slice_task(&d, &c, "gpu-share-fill", n, 2 * (uint64_t)ngpu);
+    d.devices = PM_DEVICE_GPU;
+    d.sched = PM_SCHED_STATIC_EQUAL;
+    ck_assert_int_eq(run_stats(&d, st), PM_OK);
+    check_slices(in, n);
+    pm_memory_t out = tu_memory(n * sizeof(double));
+    tu_desc(&d, "gpu-combine", 2 * (uint64_t)ngpu);
+    tu_add(&d, in, PM_READ);
+    tu_add(&d, out, PM_WRITE);
+    d.conf = &n;
+    d.conf_bytes = sizeof n;
+    d.devices = PM_DEVICE_GPU;
+    d.sched = PM_SCHED_STATIC_EQUAL;
+    ck_assert_int_eq(run_stats(&d, st), PM_OK);
+    check_combined(in, out, n);
+    ck_assert_int_eq(atomic_load(&tu_callback_errors), 0);
+}
+
+START_TEST(test_gpus_copy_from_each_other)
+{
+    const uint64_t n = (uint64_t)1 << 20;
+    int ngpu = 0;
+    ck_assert_int_eq(pm_device_count(PM_DEVICE_GPU, &ngpu), PM_OK);
+    reg("gpu-share-fill", slice_subscribe, slice_cpu, slice_cuda, NULL);
+    reg("gpu-combine", combine_subscribe, NULL, combine_cuda, NULL);
+    pm_task_stats_t st;
+    run_shares(n, ngpu, &st);
+    if (ngpu == 2 && tk_peer_ok(0, 1) && tk_peer_ok(1, 0)) {
+        /* Each GPU took the half it lacked from the other. */
+        ck_assert_uint_eq(st.bytes_gpu_peer, n * sizeof(double));
+        ck_assert_uint_eq(st.bytes_to_gpu, 0);
+    } else if (ngpu == 1) {
+        ck_assert_uint_eq(st.bytes_gpu_peer, 0);
+    }
+
+    ck_assert_int_eq(pm_finalize(), PM_OK);
+    ck_assert_int_eq(setenv("PMLIB_CUDA_PEER", "0", 1), 0);
+    tu_init_ncpu("2");
+    ck_assert_int_eq(unsetenv("PMLIB_CUDA_PEER"), 0);
+    reg("gpu-share-fill", slice_subscribe, slice_cpu, slice_cuda, NULL);
+    reg("gpu-combine", combine_subscribe, NULL, combine_cuda, NULL);
+    run_shares(n, ngpu, &st);
+    ck_assert_uint_eq(st.bytes_gpu_peer, 0);
+    ck_assert_uint_eq(st.bytes_to_gpu, (uint64_t)(ngpu - 1) * n * sizeof(double));
+}
+END_TEST
 
 START_TEST(test_read_only_input_cached)
 {
@@ -967,6 +1028,7 @@ int main(void)
     tcase_add_test(tc, test_gpu_only_task_equals_serial_loop);
     tcase_add_test(tc, test_strided_columns);
     tcase_add_test(tc, test_mirror_copies_in_only_missing_rows);
+    tcase_add_test(tc, test_gpus_copy_from_each_other);
     tcase_add_test(tc, test_read_only_input_cached);
     tcase_add_test(tc, test_pinned_memories_copy_directly);
     tcase_add_test(tc, test_memories_before_cuda_callbacks_are_pageable);
