@@ -373,7 +373,8 @@ int main(int argc, char **argv)
     APP_CHECK(pm_callbacks_init(&cb));
     cb.subscribe = arraysum_subscribe;
     cb.cpu = arraysum_cpu;
-    cb.cuda = arraysum_cuda;
+    if (opt.devices & PM_DEVICE_GPU) /* registering it readies the GPUs */
+        cb.cuda = arraysum_cuda;
     APP_CHECK(pm_callbacks_register("arraysum", &cb));
     if (pm_host_id() == 0)
         status = run(&opt);

@@ -627,7 +627,8 @@ int main(int argc, char **argv)
     cb.subscribe = fft2d_subscribe;
     cb.cpu = fft2d_cpu;
 #if PMLIB_HAVE_CUDA
-    cb.cuda = fft2d_cuda;
+    if (opt.devices & PM_DEVICE_GPU) /* registering it readies the GPUs */
+        cb.cuda = fft2d_cuda;
 #endif
     APP_CHECK(pm_callbacks_register("fft2d", &cb));
     if (pm_host_id() == 0)

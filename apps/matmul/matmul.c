@@ -582,7 +582,8 @@ int main(int argc, char **argv)
     cb.subscribe = matmul_subscribe;
     cb.cpu = matmul_cpu;
 #if PMLIB_HAVE_CUDA
-    cb.cuda = matmul_cuda;
+    if (opt.devices & PM_DEVICE_GPU) /* registering it readies the GPUs */
+        cb.cuda = matmul_cuda;
 #endif
     APP_CHECK(pm_callbacks_register("matmul", &cb));
     if (pm_host_id() == 0)

@@ -625,7 +625,8 @@ int main(int argc, char **argv)
     cb.subscribe = montecarlo_subscribe;
     cb.cpu = montecarlo_cpu;
 #if PMLIB_HAVE_CUDA
-    cb.cuda = montecarlo_cuda;
+    if (opt.devices & PM_DEVICE_GPU) /* registering it readies the GPUs */
+        cb.cuda = montecarlo_cuda;
 #endif
     APP_CHECK(pm_callbacks_register("montecarlo", &cb));
     if (pm_host_id() == 0)

@@ -623,7 +623,8 @@ int main(int argc, char **argv)
     cb.subscribe = nbody_subscribe;
     cb.cpu = nbody_cpu;
 #if PMLIB_HAVE_CUDA
-    cb.cuda = nbody_cuda;
+    if (opt.devices & PM_DEVICE_GPU) /* registering it readies the GPUs */
+        cb.cuda = nbody_cuda;
 #endif
     APP_CHECK(pm_callbacks_register("nbody", &cb));
     if (pm_host_id() == 0)

@@ -843,7 +843,8 @@ int main(int argc, char **argv)
     cb.subscribe = pagerank_subscribe;
     cb.cpu = pagerank_cpu;
 #if PMLIB_HAVE_CUDA
-    cb.cuda = pagerank_cuda;
+    if (opt.devices & PM_DEVICE_GPU) /* registering it readies the GPUs */
+        cb.cuda = pagerank_cuda;
 #endif
     APP_CHECK(pm_callbacks_register("pagerank", &cb));
     if (pm_host_id() == 0)

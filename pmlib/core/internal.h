@@ -510,6 +510,7 @@ struct pm__stub {
     int spin_slot;
     atomic_int poke;
     struct pm__task *handed; /* with the poke: a task to take a chunk of, held (or NULL) */
+    atomic_bool warm;        /* asked to get its device ready (ops->ready) before any task */
     /* A chunk this CPU stub runs on private copies of its bytes, which an
      * idle stub may run a copy of (exec/guard.c); under guard_lock, but
      * guard_task is read unlocked by stubs looking for a straggler. */
@@ -527,6 +528,9 @@ extern int pm__check_mode;
 void pm__check_init(void);
 int pm__stubs_start(void);
 void pm__stubs_stop(void);
+/* Has every stub with a device to set up (a GPU's context, streams,
+ * staging) do it now, on its own thread, once per process. */
+void pm__stubs_warm(void);
 /* Whether a stub may run the task's subtasks; whether a GPU of that compute
  * capability may (device mask, cuda callback, min_cc, device filter). */
 int pm__task_runnable_on(const pm__task_t *t, const pm__stub_t *s);
@@ -667,6 +671,7 @@ typedef struct pm__runtime {
     atomic_int program_asleep; /* program threads asleep in a wait: their core
                                   is the stubs' meanwhile (one counts) */
     atomic_int shutdown;      /* stubs stop (set under both locks) */
+    atomic_bool warm_asked;   /* pm__stubs_warm ran since the stubs started */
     atomic_uint_fast64_t woken; /* stubs woken for work so far (at most) */
     atomic_uint_fast64_t work_gen; /* moves whenever work is added */
 

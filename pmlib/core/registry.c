@@ -83,6 +83,8 @@ int pm_callbacks_register(const char *name, const pm_callbacks_t *cb)
         atomic_fetch_add_explicit(&with_cuda, 1, memory_order_relaxed);
 out_unlock:
     pthread_mutex_unlock(&sets_lock);
+    if (rc == 0 && cb->cuda != NULL)
+        pm__stubs_warm();
     return rc;
 }
 
