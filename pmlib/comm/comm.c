@@ -750,6 +750,7 @@ void pm__comm_finalize(void)
         C.running = 0;
     }
     pm__data_free_mirrors();
+    pm__data_relay_forget(0);
     pm__proto_free_pending();
     pm__hosts_overhead_free();
     free(C.fl);

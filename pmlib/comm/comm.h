@@ -106,6 +106,9 @@ pm__memory_t *pm__data_mirror(uint64_t handle, size_t bytes, uint64_t version,
 void pm__data_put_away(pm__wbuf_t *b, pm__memory_t *m);
 int pm__data_get_away(pm__rbuf_t *m, uint64_t bytes, struct pm__holders *away);
 void pm__data_free_mirrors(void);
+/* Host 0: forgets which hosts asked for ranges of a released memory
+ * (handle) or of every memory (0, at pm_finalize). */
+void pm__data_relay_forget(uint64_t handle);
 /* Host 0 appends to a task message for host h the inputs of h's share when
  * they are small; host h reads them into its mirrors (after the task's
  * memories are set up), so its chunks need not ask for them. */

@@ -491,8 +491,19 @@ struct pm__fetch {
      * the rows are still missing (others may be reading the valid ones). */
     unsigned char *strided;
     double t0; /* asked */
+    unsigned flags; /* PM__BULK_* of the reply, PM__REQ_* of the request */
     struct pm__fetch *next;
 };
+
+/* Request flags beside the PM__BULK_* ones: the request goes to a host
+ * that received the ranges itself (a relay), which waits for any still on
+ * their way there; or it goes to host 0, which must not send it on. */
+enum { PM__REQ_RELAY = 1 << 8, PM__REQ_DIRECT = 1 << 9 };
+/* A relay's reply when it holds some of the ranges neither in its mirror
+ * nor on their way: ask host 0 (PM__REQ_DIRECT). */
+#define PM__REPLY_NOT_HERE 1
+
+static void relay_retry(void);
 
 /* Ranges in flight that finished: a stub waiting for another's fetch
  * looks again whenever the generation moves. */
@@ -734,6 +745,24 @@ static void fetch_free(pm__fetch_t *f)
     free(f);
 }
 
+/* Sends f's request to f->src (the reply is expected already). */
+static void send_request(const pm__fetch_t *f)
+{
+    pm__wbuf_t b = {0};
+    pm__wbuf_u64(&b, (uint64_t)(uintptr_t)f);
+    pm__wbuf_i32(&b, (int32_t)f->flags);
+    pm__wbuf_u64(&b, f->recs.n);
+    for (size_t i = 0; i < f->recs.n; i++) {
+        const rec_t *r = &f->recs.r[i];
+        pm__wbuf_u64(&b, f->mems[r->m]->handle);
+        pm__wbuf_u64(&b, r->offset);
+        pm__wbuf_u64(&b, r->block);
+        pm__wbuf_u64(&b, r->stride);
+        pm__wbuf_u64(&b, r->count);
+    }
+    pm__comm_send(f->src, PM__TAG_DATA_REQ, &b);
+}
+
 /* Sends one request per host that by[] names (taking its records); *out
  * lists the requests. Nothing is sent when one cannot be made. */
 static int send_fetches(pm__task_t *t, pm__memory_t *const *mems, int nmem, recs_t *by,
@@ -766,21 +795,10 @@ static int send_fetches(pm__task_t *t, pm__memory_t *const *mems, int nmem, recs
     for (pm__fetch_t *f = list; f != NULL; f = f->next) {
         f->recs = by[f->src];
         by[f->src] = (recs_t){0};
-        pm__wbuf_t b = {0};
-        pm__wbuf_u64(&b, (uint64_t)(uintptr_t)f);
-        pm__wbuf_i32(&b, (int32_t)flags);
-        pm__wbuf_u64(&b, f->recs.n);
-        for (size_t i = 0; i < f->recs.n; i++) {
-            const rec_t *r = &f->recs.r[i];
-            pm__wbuf_u64(&b, mems[r->m]->handle);
-            pm__wbuf_u64(&b, r->offset);
-            pm__wbuf_u64(&b, r->block);
-            pm__wbuf_u64(&b, r->stride);
-            pm__wbuf_u64(&b, r->count);
-        }
+        f->flags = flags;
         f->t0 = pm__now();
         pm__comm_expect(1);
-        pm__comm_send(f->src, PM__TAG_DATA_REQ, &b);
+        send_request(f);
     }
     *out = list;
     return 0;
@@ -842,6 +860,7 @@ static int fetch_wait(pm__fetch_t *f)
         f = next;
     }
     fill_moved();
+    relay_retry(); /* a request parked for ranges that failed to come */
     return status;
 }
 
@@ -857,10 +876,12 @@ static int fetch_end(pm__task_t *t, uint64_t chunk, pm__fetch_t *f)
 bool pm__data_fetched(pm__fetch_t *f)
 {
     bool done = true;
-    for (; f != NULL && done; f = f->next) {
+    while (f != NULL && done) {
         pthread_mutex_lock(&f->lock);
         done = f->done;
+        pm__fetch_t *next = f->next; /* a redirect may add requests after f */
         pthread_mutex_unlock(&f->lock);
+        f = next;
     }
     return done;
 }
@@ -933,7 +954,8 @@ int pm__data_gather(pm__memory_t *m)
 
 /* The base and size of the memory (host 0) or mirror (other hosts) a
  * request names; NULL when this host has none. */
-static unsigned char *resolve(uint64_t handle, uint64_t *bytes)
+static unsigned char *resolve_version(uint64_t handle, uint64_t *bytes, uint64_t *version,
+                                      pm__memory_t **mem)
 {
     unsigned char *base = NULL;
     if (pm__rt.host == 0) {
@@ -942,6 +964,8 @@ static unsigned char *resolve(uint64_t handle, uint64_t *bytes)
         if (m != NULL) {
             base = m->data;
             *bytes = m->bytes;
+            *version = m->version;
+            *mem = m;
         }
         pthread_mutex_unlock(&pm__rt.lock);
     } else {
@@ -950,15 +974,420 @@ static unsigned char *resolve(uint64_t handle, uint64_t *bytes)
         if (mr != NULL) {
             base = mr->mem.data;
             *bytes = mr->mem.bytes;
+            *version = mr->mem.version;
         }
         pthread_mutex_unlock(&mirrors_lock);
     }
     return base;
 }
 
+static unsigned char *resolve(uint64_t handle, uint64_t *bytes)
+{
+    uint64_t version;
+    pm__memory_t *m;
+    return resolve_version(handle, bytes, &version, &m);
+}
+
+/* ---- a range every host reads: spread as a tree ---------------------------
+ * Host 0 remembers, per record of a memory's current version it served,
+ * which hosts asked for it. A later request for the same record goes to one
+ * of them instead (a redirect), breadth first, each host (host 0 too)
+ * serving at most PM__RELAY_FANOUT others: H hosts that read one vector get
+ * it from host 0 twice and from each other after that, instead of H - 1
+ * times from host 0. The relay serves the record from its mirror, after
+ * its own copy lands if that is still on its way, or answers
+ * PM__REPLY_NOT_HERE when it does not hold it (then the asker goes to host
+ * 0). Records under PM__RELAY_MIN bytes are not worth the extra hop.
+ * PMLIB_RELAY=0 turns it off.
+ */
+#define PM__RELAY_FANOUT 2
+#define PM__RELAY_MIN ((uint64_t)64 << 10)
+#define PM__RELAY_HOLDERS 64
+#define PM__SERVED_BUCKETS 256
+#define PM__SERVED_MAX 4096
+
+typedef struct served {
+    uint64_t handle, version, offset, block, stride, count;
+    int home_given;                    /* hosts host 0 sent it to */
+    int n;                             /* hosts that asked for it */
+    int32_t host[PM__RELAY_HOLDERS];
+    uint8_t given[PM__RELAY_HOLDERS];  /* hosts sent to each */
+    struct served *next;
+} served_t;
+
+/* A request parked at a relay until the ranges it asks for land here. */
+typedef struct parked {
+    int src;
+    uint64_t cookie;
+    unsigned flags;
+    recs_t recs;
+    uint64_t handle[1]; /* per record; allocated with the struct */
+} parked_t;
+
+static pthread_mutex_t park_lock = PTHREAD_MUTEX_INITIALIZER;
+static parked_t **parked;
+static size_t nparked, capparked;
+static atomic_int any_parked;
+
+static pthread_mutex_t served_lock = PTHREAD_MUTEX_INITIALIZER;
+static served_t *served[PM__SERVED_BUCKETS];
+static int nserved;
+static int relay_on = -1;
+
+static bool relay_enabled(void)
+{
+    int on = __atomic_load_n(&relay_on, __ATOMIC_RELAXED);
+    if (on < 0) {
+        on = (int)pm__env_uint("PMLIB_RELAY", "0 (off) or 1 (on)", 0, 1, 1);
+        __atomic_store_n(&relay_on, on, __ATOMIC_RELAXED);
+    }
+    return on == 1;
+}
+
+static void served_clear_locked(void)
+{
+    for (int b = 0; b < PM__SERVED_BUCKETS; b++)
+        while (served[b] != NULL) {
+            served_t *e = served[b];
+            served[b] = e->next;
+            free(e);
+        }
+    nserved = 0;
+}
+
+void pm__data_relay_forget(uint64_t handle)
+{
+    pthread_mutex_lock(&served_lock);
+    if (handle == 0) {
+        served_clear_locked();
+        __atomic_store_n(&relay_on, -1, __ATOMIC_RELAXED);
+        pthread_mutex_lock(&park_lock); /* none is left once every task ended */
+        for (size_t i = 0; i < nparked; i++) {
+            free(parked[i]->recs.r);
+            free(parked[i]);
+        }
+        free(parked);
+        parked = NULL;
+        nparked = capparked = 0;
+        atomic_store(&any_parked, 0);
+        pthread_mutex_unlock(&park_lock);
+    }
+    for (int b = 0; b < PM__SERVED_BUCKETS && handle != 0; b++)
+        for (served_t **pp = &served[b]; *pp != NULL;) {
+            served_t *e = *pp;
+            if (e->handle == handle) {
+                *pp = e->next;
+                free(e);
+                nserved--;
+            } else {
+                pp = &e->next;
+            }
+        }
+    pthread_mutex_unlock(&served_lock);
+}
+
+/* Host 0: whether every host reads m from host 0: a memory that is not
+ * lazy, or a lazy one no other host holds a range of yet (its first
+ * task). Once the hosts hold what they wrote, each serves its own ranges
+ * and host 0 is not the hub: relaying its ranges would only load others. */
+static bool hub(pm__memory_t *m)
+{
+    return m != NULL && !pm__data_is_away(m);
+}
+
+/* Host 0: whom `src` should ask for record r of memory `handle` at
+ * `version` (0: host 0 itself), and `src` is noted as a holder. */
+static int relay_for(int src, uint64_t handle, uint64_t version, const rec_t *r)
+{
+    if (r->block * r->count < PM__RELAY_MIN)
+        return 0;
+    uint64_t h = handle * 0x9E3779B97F4A7C15ull ^ r->offset * 0xC2B2AE3D27D4EB4Full ^
+                 r->block ^ (r->count << 17);
+    unsigned b = (unsigned)(h ^ (h >> 31)) % PM__SERVED_BUCKETS;
+    pthread_mutex_lock(&served_lock);
+    served_t *e = served[b];
+    while (e != NULL && !(e->handle == handle && e->offset == r->offset && e->block == r->block &&
+                          e->stride == r->stride && e->count == r->count))
+        e = e->next;
+    if (e == NULL) {
+        if (nserved >= PM__SERVED_MAX)
+            served_clear_locked();
+        e = calloc(1, sizeof *e);
+        if (e == NULL) {
+            pthread_mutex_unlock(&served_lock);
+            return 0;
+        }
+        *e = (served_t){.handle = handle, .version = version, .offset = r->offset, .block = r->block,
+                        .stride = r->stride, .count = r->count, .next = served[b]};
+        served[b] = e;
+        nserved++;
+    }
+    if (e->version != version) { /* a new version: nobody holds it yet */
+        e->version = version;
+        e->home_given = e->n = 0;
+    }
+    int to = 0;
+    if (e->home_given < PM__RELAY_FANOUT) {
+        e->home_given++;
+    } else {
+        for (int i = 0; i < e->n; i++)
+            if (e->host[i] != src && e->given[i] < PM__RELAY_FANOUT) {
+                e->given[i]++;
+                to = e->host[i];
+                break;
+            }
+        if (to == 0)
+            e->home_given++;
+    }
+    int i = 0;
+    while (i < e->n && e->host[i] != src)
+        i++;
+    if (i == e->n && e->n < PM__RELAY_HOLDERS) {
+        e->host[e->n] = src;
+        e->given[e->n++] = 0;
+    }
+    pthread_mutex_unlock(&served_lock);
+    return to;
+}
+
+
+enum relay_state { HAVE, COMING, MISSING };
+
+/* Whether this host's mirror holds record r of memory `handle`, or will
+ * once a fetch of its own lands. */
+static enum relay_state relay_state(uint64_t handle, const rec_t *r)
+{
+    pthread_mutex_lock(&mirrors_lock);
+    pm__mirror_t *mr = find_mirror_locked(handle);
+    pthread_mutex_unlock(&mirrors_lock);
+    if (mr == NULL)
+        return MISSING;
+    enum relay_state st;
+    pthread_mutex_lock(&mr->lock);
+    if (r->count == 1)
+        st = pm__acc_covers(&mr->valid, r->offset, r->offset + r->block) ? HAVE
+           : overlaps_inflight(&mr->inflight, r->offset, r->offset + r->block) ? COMING
+                                                                              : MISSING;
+    else
+        st = have_rows(mr, r->offset, r->block, r->stride, r->count) ? HAVE : MISSING;
+    pthread_mutex_unlock(&mr->lock);
+    return st;
+}
+
+static enum relay_state request_state(const parked_t *p)
+{
+    enum relay_state st = HAVE;
+    for (size_t i = 0; i < p->recs.n && st != MISSING; i++) {
+        enum relay_state s = relay_state(p->handle[i], &p->recs.r[i]);
+        if (s > st)
+            st = s;
+    }
+    return st;
+}
+
+/* Replies to a relayed request: the bytes, or PM__REPLY_NOT_HERE. */
+static void relay_reply(const parked_t *p, enum relay_state st)
+{
+    pm__wbuf_t b = {0};
+    pm__wbuf_u64(&b, p->cookie);
+    pm__seg_t *segs = NULL;
+    int nseg = 0;
+    if (st == HAVE) {
+        unsigned char **base = malloc((p->recs.n ? p->recs.n : 1) * sizeof *base);
+        for (size_t i = 0; base != NULL && i < p->recs.n; i++) {
+            uint64_t bytes = 0;
+            base[i] = resolve(p->handle[i], &bytes);
+            if (base[i] == NULL)
+                st = MISSING;
+        }
+        if (base != NULL && st == HAVE)
+            segs = segs_of(base, &p->recs, &nseg);
+        free(base);
+        if (segs == NULL)
+            st = MISSING;
+    }
+    pm__wbuf_i32(&b, st == HAVE ? 0 : PM__REPLY_NOT_HERE);
+    if (st == HAVE)
+        pm__wbuf_u64(&b, 0); /* no redirects */
+    pm__comm_send_bulk(p->src, PM__TAG_DATA_REPLY, &b, segs, st == HAVE ? nseg : 0,
+                       p->flags & (PM__BULK_ZLIB | PM__BULK_ZLIB_AUTO), NULL, NULL);
+    free(segs);
+}
+
+/* Serves the parked requests whose ranges have landed (or will not). */
+static void relay_retry(void)
+{
+    if (atomic_load_explicit(&any_parked, memory_order_acquire) == 0)
+        return;
+    size_t nready = 0; /* replied to outside the lock */
+    parked_t **out = NULL;
+    enum relay_state *outst = NULL;
+    pthread_mutex_lock(&park_lock);
+    out = malloc((nparked ? nparked : 1) * sizeof *out);
+    outst = malloc((nparked ? nparked : 1) * sizeof *outst);
+    size_t k = 0;
+    for (size_t i = 0; i < nparked; i++) {
+        enum relay_state st = out == NULL || outst == NULL ? COMING : request_state(parked[i]);
+        if (st == COMING) {
+            parked[k++] = parked[i];
+            continue;
+        }
+        outst[nready] = st;
+        out[nready++] = parked[i];
+    }
+    nparked = k;
+    atomic_store_explicit(&any_parked, k > 0, memory_order_release);
+    pthread_mutex_unlock(&park_lock);
+    for (size_t i = 0; i < nready; i++) {
+        relay_reply(out[i], outst[i]);
+        free(out[i]->recs.r);
+        free(out[i]);
+    }
+    free(out);
+    free(outst);
+}
+
+/* A relay: a request for ranges this host fetched itself. */
+static void relay_serve(int src, uint64_t cookie, unsigned flags, pm__rbuf_t *m)
+{
+    uint64_t n = pm__rbuf_u64(m);
+    parked_t *p = m->bad || n == 0 || n > (1u << 20) ? NULL
+                : calloc(1, sizeof *p + (size_t)n * sizeof p->handle[0]);
+    for (uint64_t i = 0; p != NULL && i < n && !m->bad; i++) {
+        p->handle[i] = pm__rbuf_u64(m);
+        rec_t r = {.m = (int32_t)i};
+        r.offset = pm__rbuf_u64(m);
+        r.block = pm__rbuf_u64(m);
+        r.stride = pm__rbuf_u64(m);
+        r.count = pm__rbuf_u64(m);
+        uint64_t bytes = 0;
+        if (m->bad || r.count == 0 || resolve(p->handle[i], &bytes) == NULL || !rec_fits(&r, bytes) ||
+            recs_add(&p->recs, r.m, r.offset, r.block, r.stride, r.count) != 0)
+            m->bad = true;
+    }
+    parked_t none = {.src = src, .cookie = cookie, .flags = flags};
+    if (p == NULL || m->bad) {
+        if (p != NULL)
+            free(p->recs.r);
+        free(p);
+        relay_reply(&none, MISSING);
+        return;
+    }
+    p->src = src;
+    p->cookie = cookie;
+    p->flags = flags;
+    pthread_mutex_lock(&park_lock);
+    enum relay_state st = request_state(p);
+    if (st == COMING && nparked == capparked) {
+        size_t cap = capparked ? 2 * capparked : 16;
+        parked_t **np = realloc(parked, cap * sizeof *np);
+        if (np != NULL) {
+            parked = np;
+            capparked = cap;
+        } else {
+            st = MISSING;
+        }
+    }
+    if (st == COMING) {
+        parked[nparked++] = p;
+        atomic_store_explicit(&any_parked, 1, memory_order_release);
+        p = NULL;
+    }
+    pthread_mutex_unlock(&park_lock);
+    if (p != NULL) {
+        relay_reply(p, st);
+        free(p->recs.r);
+        free(p);
+    }
+}
+
+/*
+ * The asker: host 0 named other hosts for some records of f's request.
+ * Each such host gets a request of its own for them, linked after f (so
+ * whoever waits for f waits for them too), and f keeps the rest, whose
+ * bytes follow. Returns a status for f.
+ */
+static int take_redirects(pm__fetch_t *f, pm__rbuf_t *m)
+{
+    uint64_t n = pm__rbuf_u64(m);
+    if (n == 0 || m->bad)
+        return m->bad ? PM_EHOST : 0;
+    if (n > f->recs.n)
+        return PM_EHOST;
+    int32_t *to = calloc(f->recs.n, sizeof *to);
+    if (to == NULL)
+        return PM_ENOMEM;
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t k = pm__rbuf_u64(m);
+        int32_t h = pm__rbuf_i32(m);
+        if (m->bad || k >= f->recs.n || h <= 0 || h >= pm__rt.nhosts || h == pm__rt.host) {
+            free(to);
+            return PM_EHOST;
+        }
+        to[k] = h;
+    }
+    int rc = 0;
+    pm__fetch_t *added = NULL;
+    for (size_t i = 0; i < f->recs.n && rc == 0; i++) {
+        if (to[i] == 0)
+            continue;
+        pm__fetch_t *g = added;
+        while (g != NULL && g->src != to[i])
+            g = g->next;
+        if (g == NULL) {
+            if ((g = calloc(1, sizeof *g)) == NULL) {
+                rc = PM_ENOMEM;
+                break;
+            }
+            g->t = f->t;
+            g->src = to[i];
+            memcpy(g->mems, f->mems, sizeof g->mems);
+            g->flags = (f->flags & (PM__BULK_ZLIB | PM__BULK_ZLIB_AUTO)) | PM__REQ_RELAY;
+            g->t0 = pm__now();
+            pthread_mutex_init(&g->lock, NULL);
+            pthread_cond_init(&g->cv, NULL);
+            g->next = added;
+            added = g;
+        }
+        const rec_t *r = &f->recs.r[i];
+        rc = recs_add(&g->recs, r->m, r->offset, r->block, r->stride, r->count);
+    }
+    if (rc != 0) { /* nothing moved: the redirected records stay f's, and f fails */
+        while (added != NULL) {
+            pm__fetch_t *next = added->next;
+            fetch_free(added);
+            added = next;
+        }
+        free(to);
+        return rc;
+    }
+    size_t k = 0;
+    f->recs.bytes = 0;
+    for (size_t i = 0; i < f->recs.n; i++)
+        if (to[i] == 0) {
+            f->recs.bytes += f->recs.r[i].block * f->recs.r[i].count;
+            f->recs.r[k++] = f->recs.r[i];
+        }
+    f->recs.n = k;
+    free(to);
+    pm__fetch_t *last = added;
+    while (last->next != NULL)
+        last = last->next;
+    pthread_mutex_lock(&f->lock);
+    last->next = f->next;
+    f->next = added;
+    pthread_mutex_unlock(&f->lock);
+    for (pm__fetch_t *g = added; g != last->next; g = g->next) {
+        pm__comm_expect(1);
+        send_request(g);
+    }
+    return 0;
+}
+
 /* The requested records as segments of this host's memories or mirrors
- * (record i's rows counted from base[i]). */
-static int req_segs(pm__rbuf_t *m, pm__seg_t **out, int *nseg)
+ * (record i's rows counted from base[i]). With `redirect` (host 0), records
+ * another host should serve go there instead: (index, host) pairs. */
+static int req_segs(pm__rbuf_t *m, int src, pm__seg_t **out, int *nseg, recs_t *redirect)
 {
     uint64_t n = pm__rbuf_u64(m);
     if (m->bad || n > INT32_MAX)
@@ -968,20 +1397,24 @@ static int req_segs(pm__rbuf_t *m, pm__seg_t **out, int *nseg)
     int rc = base == NULL ? PM_ENOMEM : 0;
     uint64_t rows = 0;
     for (uint64_t i = 0; i < n && rc == 0; i++) {
-        uint64_t handle = pm__rbuf_u64(m), bytes = 0;
+        uint64_t handle = pm__rbuf_u64(m), bytes = 0, version = 0;
+        pm__memory_t *mem = NULL;
         rec_t r = {.m = (int32_t)i};
         r.offset = pm__rbuf_u64(m);
         r.block = pm__rbuf_u64(m);
         r.stride = pm__rbuf_u64(m);
         r.count = pm__rbuf_u64(m);
-        base[i] = m->bad ? NULL : resolve(handle, &bytes);
+        base[i] = m->bad ? NULL : resolve_version(handle, &bytes, &version, &mem);
         rows += r.count;
+        int to = 0;
         if (m->bad || r.count == 0)
             rc = PM_EINVAL;
         else if (base[i] == NULL)
             rc = PM_EBADHANDLE;
         else if (!rec_fits(&r, bytes) || rows > INT32_MAX)
             rc = PM_ERANGE;
+        else if (redirect != NULL && hub(mem) && (to = relay_for(src, handle, version, &r)) != 0)
+            rc = recs_add(redirect, to, i, 0, 0, 1); /* record i: ask host `to` */
         else
             rc = recs_add(&v, r.m, r.offset, r.block, r.stride, r.count);
     }
@@ -1124,15 +1557,31 @@ int pm__data_take_push(pm__rbuf_t *m, pm__task_t *t)
 void pm__data_on_req(int src, pm__rbuf_t *m)
 {
     uint64_t cookie = pm__rbuf_u64(m);
-    unsigned flags = (unsigned)pm__rbuf_i32(m) & (PM__BULK_ZLIB | PM__BULK_ZLIB_AUTO);
+    unsigned asked = (unsigned)pm__rbuf_i32(m);
+    unsigned flags = asked & (PM__BULK_ZLIB | PM__BULK_ZLIB_AUTO);
+    if ((asked & PM__REQ_RELAY) && pm__rt.host != 0 && !m->bad) {
+        relay_serve(src, cookie, flags, m);
+        return;
+    }
+    bool may_redirect = pm__rt.host == 0 && !(asked & PM__REQ_DIRECT) && pm__rt.nhosts > 2 &&
+                        relay_enabled();
+    recs_t redirect = {0};
     pm__seg_t *segs = NULL;
     int nseg = 0;
-    int rc = m->bad ? PM_EINVAL : req_segs(m, &segs, &nseg);
+    int rc = m->bad ? PM_EINVAL : req_segs(m, src, &segs, &nseg, may_redirect ? &redirect : NULL);
     pm__wbuf_t b = {0};
     pm__wbuf_u64(&b, cookie);
     pm__wbuf_i32(&b, rc);
+    if (rc == 0) {
+        pm__wbuf_u64(&b, redirect.n);
+        for (size_t i = 0; i < redirect.n; i++) {
+            pm__wbuf_u64(&b, redirect.r[i].offset); /* the record's index */
+            pm__wbuf_i32(&b, redirect.r[i].m);      /* the host to ask */
+        }
+    }
     pm__comm_send_bulk(src, PM__TAG_DATA_REPLY, &b, segs, nseg, flags, NULL, NULL);
     free(segs);
+    free(redirect.r);
 }
 
 /* Strided rows that landed in f->strided go into the mirrors where they
@@ -1184,6 +1633,7 @@ static void reply_landed(void *arg, int status, uint64_t raw, uint64_t wire)
     pm__fetch_t *f = arg;
     if (status == 0) {
         fill_mirrors(f);
+        relay_retry();
         if (f->t != NULL)
             pm__data_count(f->t, f->src, raw, wire);
         pm__trace_move(f->src, pm__rt.host, f->t ? f->t->seq : 0, raw, f->t0, pm__now());
@@ -1226,6 +1676,14 @@ void pm__data_on_reply(int src, pm__rbuf_t *m)
     int32_t status = pm__rbuf_i32(m);
     if (f == NULL)
         return;
+    if (status == PM__REPLY_NOT_HERE && !m->bad) { /* the relay lacks some: ask host 0 */
+        f->src = 0;
+        f->flags = (f->flags & ~(unsigned)PM__REQ_RELAY) | PM__REQ_DIRECT;
+        send_request(f);
+        return;
+    }
+    if (status == 0 && !m->bad)
+        status = take_redirects(f, m);
     if (m->bad && status == 0)
         status = PM_EHOST;
     int nseg = 0;

@@ -110,6 +110,7 @@ void pm__proto_task_finished(pm__task_t *t)
 
 void pm__proto_memory_released(uint64_t handle)
 {
+    pm__data_relay_forget(handle);
     for (int h = 1; h < pm__rt.nhosts; h++) {
         pm__wbuf_t b = {0};
         pm__wbuf_u64(&b, handle);

@@ -15,8 +15,10 @@
  * costs, so the bytes each host sends and receives are known:
  *
  * - eager (the default): outputs go home after each task and every other
- *   host fetches the whole vector from host 0, which sends H - 1 vectors
- *   per iteration, far more than its share of the traffic;
+ *   host fetches the whole vector: from host 0 for the first two that ask,
+ *   and from hosts that have it after that (a tree), so host 0 sends two
+ *   vectors per iteration, still more than its share, and no host sends
+ *   more than two; with PMLIB_RELAY=0 host 0 sends all H - 1;
  * - lazy: each host keeps the slices it wrote and sends them to the others,
  *   so every host, host 0 included, sends and receives about the average,
  *   bytes_moved / H.
@@ -243,6 +245,18 @@ static int check_steady(const struct run *r, uint64_t k, const pm_task_stats_t *
                     "%.0f; every other host should fetch the whole vector from host 0",
                     (unsigned long long)k, (unsigned long long)st->bytes_home_sent, SPREAD_LIMIT,
                     avg);
+    } else {
+        /* Each other host reads the whole vector: from host 0 twice at
+         * most, relayed by the hosts that have it beyond that. */
+        const char *relay = getenv("PMLIB_RELAY");
+        uint64_t vec = r->words * sizeof(uint64_t), others = (uint64_t)(r->hosts - 1);
+        uint64_t home = relay != NULL && strcmp(relay, "0") == 0 ? others : others < 2 ? others : 2;
+        if (st->bytes_home_sent != home * vec || st->bytes_host_sent_max != home * vec)
+            return fail("eager: iteration %llu: host 0 sent %llu bytes and the busiest host %llu, "
+                        "expected %llu vectors of %llu bytes from each (PMLIB_RELAY=%s)",
+                        (unsigned long long)k, (unsigned long long)st->bytes_home_sent,
+                        (unsigned long long)st->bytes_host_sent_max, (unsigned long long)home,
+                        (unsigned long long)vec, relay ? relay : "unset");
     }
     return 0;
 }

@@ -4,6 +4,9 @@
  * the task, so the task can end only if another stub of host 0 runs a copy
  * of that chunk. Results must equal the serial loop, with and without a
  * reduced memory, and nothing the blocked run does afterwards may show.
+ * On a loaded machine stub 1 may not get a chunk before the other stubs
+ * (host 1's included) have taken them all: such a task proves nothing, and
+ * another is run, up to ATTEMPTS.
  * Host 0 prints STRAGGLER-OK and exits 0 when all holds.
  */
 #include <stdatomic.h>
@@ -14,6 +17,8 @@
 #include "pmlib.h"
 
 #define NSUB 16u
+#define ATTEMPTS 5
+#define NOT_HELD 2 /* run(): stub 1 took no chunk; the results were right */
 
 static atomic_int gate_open, slow_entered, slow_left;
 
@@ -82,18 +87,19 @@ static int run(int reduce)
     if (pm_task_submit(&d, &t) != 0 || pm_task_wait(t) != 0 || pm_task_stats(t, &st) != 0)
         return 1;
     int bad = 0;
-    if (!atomic_load(&slow_entered) || atomic_load(&slow_left)) {
+    const int held = atomic_load(&slow_entered);
+    if (held && atomic_load(&slow_left)) {
         fprintf(stderr, "straggler: the task did not end while host 0's stub 1 was held\n");
         bad = 1;
     }
-    if (st.subtasks != NSUB || st.multi_assigned < 1) {
+    if (st.subtasks != NSUB || (held && st.multi_assigned < 1)) {
         fprintf(stderr, "straggler: %llu subtasks, %llu copies\n", (unsigned long long)st.subtasks,
                 (unsigned long long)st.multi_assigned);
         bad = 1;
     }
     atomic_store(&gate_open, 1);
     double end = now() + 10;
-    while (!atomic_load(&slow_left) && now() < end)
+    while (held && !atomic_load(&slow_left) && now() < end)
         nap();
     const uint64_t *y = pm_memory_data(m);
     uint64_t want = 0;
@@ -109,7 +115,18 @@ static int run(int reduce)
     pm_task_release(t);
     pm_memory_release(m);
     pm_memory_release(sum);
-    return bad;
+    return bad ? 1 : held ? 0 : NOT_HELD;
+}
+
+/* Runs tasks until one held stub 1 (or ATTEMPTS did not). */
+static int run_held(int reduce)
+{
+    int rc = NOT_HELD;
+    for (int k = 0; k < ATTEMPTS && rc == NOT_HELD; k++)
+        rc = run(reduce);
+    if (rc == NOT_HELD)
+        fprintf(stderr, "straggler: host 0's stub 1 took no chunk in %d tasks\n", ATTEMPTS);
+    return rc;
 }
 
 int main(int argc, char **argv)
@@ -126,9 +143,9 @@ int main(int argc, char **argv)
     }
     if (pm_host_id() != 0)
         return pm_finalize() != 0 ? 1 : 0;
-    int rc = run(0);
+    int rc = run_held(0);
     if (rc == 0)
-        rc = run(1);
+        rc = run_held(1);
     if (rc == 0)
         printf("STRAGGLER-OK\n");
     fflush(stdout);
