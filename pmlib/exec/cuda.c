@@ -502,18 +502,33 @@ static int checked_call(pm__stub_t *s, pm__task_t *t, pm_subtask_info_t *info)
     return crc != 0 ? PM__CALL_FAILED : 0;
 }
 
-/* Waits for the chunk's inputs from other hosts; meanwhile the subtasks in
- * flight retire, oldest first, so finished chunks are reported (and their
- * outputs sent) instead of waiting behind the transfer. */
+/* Whether the slot's stream has nothing left to run (or failed: retire
+ * finds out which). */
+static bool slot_idle(const slot_t *sl)
+{
+    return cudaStreamQuery(sl->stream) != cudaErrorNotReady;
+}
+
+/*
+ * Waits for the chunk's inputs from other hosts; meanwhile the subtasks in
+ * flight whose work is done retire, oldest first, so finished chunks are
+ * reported (and their outputs sent) instead of waiting behind the
+ * transfer. One still running is left running: retiring it waited for its
+ * kernels, so the next chunk was issued only once the GPU had gone idle
+ * (2 ranks x 1 H100, nbody: every chunk of host 1 ran alone, 18.3 ms
+ * against host 0's 17.5 with three in flight).
+ */
 static int inputs_here(run_t *r, uint64_t chunk)
 {
     int rc = r->feed->ready(r->feed, chunk, false);
     for (int k = 0; rc == PM__FEED_LATER && k < SLOTS; k++) {
         slot_t *sl = &r->p->slot[(r->p->next_slot + k) % SLOTS];
-        if (sl->busy) {
-            retire(r, sl);
-            rc = r->feed->ready(r->feed, chunk, false);
-        }
+        if (!sl->busy)
+            continue;
+        if (!slot_idle(sl))
+            break; /* the later ones retire after it */
+        retire(r, sl);
+        rc = r->feed->ready(r->feed, chunk, false);
     }
     return rc == PM__FEED_LATER ? r->feed->ready(r->feed, chunk, true) : rc;
 }
