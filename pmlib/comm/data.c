@@ -792,7 +792,8 @@ static int send_fetches(pm__task_t *t, pm__memory_t *const *mems, int nmem, recs
         f->next = list;
         list = f;
     }
-    for (pm__fetch_t *f = list; f != NULL; f = f->next) {
+    for (pm__fetch_t *f = list, *next; f != NULL; f = next) {
+        next = f->next; /* once f's request is out, its reply may add redirects after f */
         f->recs = by[f->src];
         by[f->src] = (recs_t){0};
         f->flags = flags;
@@ -1373,11 +1374,13 @@ static int take_redirects(pm__fetch_t *f, pm__rbuf_t *m)
     pm__fetch_t *last = added;
     while (last->next != NULL)
         last = last->next;
+    pm__fetch_t *after = f->next;
     pthread_mutex_lock(&f->lock);
-    last->next = f->next;
+    last->next = after;
     f->next = added;
     pthread_mutex_unlock(&f->lock);
-    for (pm__fetch_t *g = added; g != last->next; g = g->next) {
+    for (pm__fetch_t *g = added, *next; g != after; g = next) {
+        next = g->next;
         pm__comm_expect(1);
         send_request(g);
     }
