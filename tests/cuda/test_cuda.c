@@ -3,8 +3,8 @@
  * bytes, strided subscriptions included, whatever the grain; a task
  * reading what the GPU's mirror holds but for a few rows copies in only
  * those rows; a GPU that lacks what another GPU of the host wrote copies it
- * from that GPU (peer copies, when the two can), or from the host with
- * PMLIB_CUDA_PEER=0; a read-only
+ * from that GPU (peer copies, when the two can; contiguous and strided),
+ * or from the host with PMLIB_CUDA_PEER=0; a read-only
  * input read by every subtask crosses PCIe once, stays cached for the next
  * task and is copied again once its version changes; when device memory is
  * short the least recently used cached input is evicted and no task fails;
@@ -396,6 +396,42 @@ START_TEST(test_gpus_copy_from_each_other)
     } else if (ngpu == 1) {
         ck_assert_uint_eq(st.bytes_gpu_peer, 0);
     }
+
+    /* Strided: each GPU writes its half of a matrix's rows, then each
+     * copies out columns, reading every row: the other half's rows of a
+     * column come from the other GPU as one strided piece. */
+    skip_conf_t c = {.rows = 512, .cols = 64, .per = 32, .skip_lo = 512, .skip_hi = 512};
+    reg("gpu-rows", skip_rows_subscribe, NULL, skip_rows_cuda, NULL);
+    reg("gpu-columns-out", copy_column_subscribe, NULL, copy_column_cuda, NULL);
+    pm_memory_t mat = tu_memory(c.rows * c.cols * sizeof(double));
+    pm_memory_t cols = tu_memory(c.rows * c.cols * sizeof(double));
+    pm_task_desc_t d;
+    tu_desc(&d, "gpu-rows", c.rows / c.per);
+    tu_add(&d, mat, PM_WRITE);
+    d.conf = &c;
+    d.conf_bytes = sizeof c;
+    d.devices = PM_DEVICE_GPU;
+    d.sched = PM_SCHED_STATIC_EQUAL;
+    ck_assert_int_eq(run_stats(&d, &st), PM_OK);
+    tu_desc(&d, "gpu-columns-out", c.cols);
+    tu_add(&d, mat, PM_READ);
+    tu_add(&d, cols, PM_WRITE);
+    d.conf = &c;
+    d.conf_bytes = sizeof c;
+    d.devices = PM_DEVICE_GPU;
+    d.sched = PM_SCHED_STATIC_EQUAL;
+    ck_assert_int_eq(run_stats(&d, &st), PM_OK);
+    const double *o = pm_memory_data(cols);
+    for (uint64_t r = 0; r < c.rows; r++)
+        for (uint64_t k = 0; k < c.cols; k++)
+            ck_assert_msg(o[k * c.rows + r] == (double)(r * c.cols + k) * 0.5 + 3.0,
+                          "column %llu row %llu: %g", (unsigned long long)k, (unsigned long long)r,
+                          o[k * c.rows + r]);
+    if (ngpu == 2 && tk_peer_ok(0, 1) && tk_peer_ok(1, 0)) {
+        ck_assert_uint_eq(st.bytes_gpu_peer, c.cols * (c.rows / 2) * sizeof(double));
+        ck_assert_uint_eq(st.bytes_to_gpu, 0);
+    }
+    ck_assert_int_eq(atomic_load(&tu_callback_errors), 0);
 
     ck_assert_int_eq(pm_finalize(), PM_OK);
     ck_assert_int_eq(setenv("PMLIB_CUDA_PEER", "0", 1), 0);
