@@ -763,6 +763,19 @@ static void send_request(const pm__fetch_t *f)
     pm__comm_send(f->src, PM__TAG_DATA_REQ, &b);
 }
 
+/* Reads record i of a request as send_request wrote it, into *r (its
+ * memory index is i); returns the memory's handle. */
+static uint64_t get_request_rec(pm__rbuf_t *m, uint64_t i, rec_t *r)
+{
+    uint64_t handle = pm__rbuf_u64(m);
+    *r = (rec_t){.m = (int32_t)i};
+    r->offset = pm__rbuf_u64(m);
+    r->block = pm__rbuf_u64(m);
+    r->stride = pm__rbuf_u64(m);
+    r->count = pm__rbuf_u64(m);
+    return handle;
+}
+
 /* Sends one request per host that by[] names (taking its records); *out
  * lists the requests. Nothing is sent when one cannot be made. */
 static int send_fetches(pm__task_t *t, pm__memory_t *const *mems, int nmem, recs_t *by,
@@ -1255,12 +1268,8 @@ static void relay_serve(int src, uint64_t cookie, unsigned flags, pm__rbuf_t *m)
     parked_t *p = m->bad || n == 0 || n > (1u << 20) ? NULL
                 : calloc(1, sizeof *p + (size_t)n * sizeof p->handle[0]);
     for (uint64_t i = 0; p != NULL && i < n && !m->bad; i++) {
-        p->handle[i] = pm__rbuf_u64(m);
-        rec_t r = {.m = (int32_t)i};
-        r.offset = pm__rbuf_u64(m);
-        r.block = pm__rbuf_u64(m);
-        r.stride = pm__rbuf_u64(m);
-        r.count = pm__rbuf_u64(m);
+        rec_t r;
+        p->handle[i] = get_request_rec(m, i, &r);
         uint64_t bytes = 0;
         if (m->bad || r.count == 0 || resolve(p->handle[i], &bytes) == NULL || !rec_fits(&r, bytes) ||
             recs_add(&p->recs, r.m, r.offset, r.block, r.stride, r.count) != 0)
@@ -1400,13 +1409,9 @@ static int req_segs(pm__rbuf_t *m, int src, pm__seg_t **out, int *nseg, recs_t *
     int rc = base == NULL ? PM_ENOMEM : 0;
     uint64_t rows = 0;
     for (uint64_t i = 0; i < n && rc == 0; i++) {
-        uint64_t handle = pm__rbuf_u64(m), bytes = 0, version = 0;
+        rec_t r;
+        uint64_t handle = get_request_rec(m, i, &r), bytes = 0, version = 0;
         pm__memory_t *mem = NULL;
-        rec_t r = {.m = (int32_t)i};
-        r.offset = pm__rbuf_u64(m);
-        r.block = pm__rbuf_u64(m);
-        r.stride = pm__rbuf_u64(m);
-        r.count = pm__rbuf_u64(m);
         base[i] = m->bad ? NULL : resolve_version(handle, &bytes, &version, &mem);
         rows += r.count;
         int to = 0;
