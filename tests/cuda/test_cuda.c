@@ -251,6 +251,48 @@ static int copy_column_cuda(const pm_subtask_info_t *info, void *stream)
     return tk_copy_column(info->mem[1], info->mem[0], c->rows, c->cols, info->id, stream);
 }
 
+/*
+ * Task A writes the rows of matrix m but the skipped ones on the GPUs, then
+ * task B copies every column of m into `out` (strided reads of every row),
+ * both on `sched` (B in chunks of `grain` columns, 0: the default); each
+ * column must show A's values, and the skipped rows the host's (-i).
+ * *st: B's stats.
+ */
+static void rows_then_columns(const skip_conf_t *c, pm_memory_t m, pm_memory_t out,
+                              pm_sched_t sched, uint64_t grain, pm_task_stats_t *st)
+{
+    reg("gpu-skip-rows", skip_rows_subscribe, NULL, skip_rows_cuda, NULL);
+    reg("gpu-copy-columns", copy_column_subscribe, NULL, copy_column_cuda, NULL);
+    pm_task_desc_t d;
+    tu_desc(&d, "gpu-skip-rows", c->rows / c->per);
+    tu_add(&d, m, PM_WRITE);
+    d.conf = c;
+    d.conf_bytes = sizeof *c;
+    d.devices = PM_DEVICE_GPU;
+    d.sched = sched;
+    ck_assert_int_eq(run_stats(&d, st), PM_OK);
+
+    tu_desc(&d, "gpu-copy-columns", c->cols);
+    tu_add(&d, m, PM_READ);
+    tu_add(&d, out, PM_WRITE);
+    d.conf = c;
+    d.conf_bytes = sizeof *c;
+    d.devices = PM_DEVICE_GPU;
+    d.sched = sched;
+    if (grain != 0)
+        d.grain = grain;
+    ck_assert_int_eq(run_stats(&d, st), PM_OK);
+    const double *o = pm_memory_data(out);
+    for (uint64_t r = 0; r < c->rows; r++)
+        for (uint64_t k = 0; k < c->cols; k++) {
+            uint64_t i = r * c->cols + k;
+            double want = r >= c->skip_lo && r < c->skip_hi ? -(double)i : (double)i * 0.5 + 3.0;
+            ck_assert_msg(o[k * c->rows + r] == want, "column %llu row %llu: %g, expected %g",
+                          (unsigned long long)k, (unsigned long long)r, o[k * c->rows + r], want);
+        }
+    ck_assert_int_eq(atomic_load(&tu_callback_errors), 0);
+}
+
 START_TEST(test_mirror_copies_in_only_missing_rows)
 {
     skip_conf_t c = {.rows = 512, .cols = 64, .per = 32, .skip_lo = 100, .skip_hi = 110};
@@ -263,37 +305,10 @@ START_TEST(test_mirror_copies_in_only_missing_rows)
     double *a = pm_memory_data(m);
     for (uint64_t i = 0; i < c.rows * c.cols; i++)
         a[i] = -(double)i;
-    reg("gpu-skip-rows", skip_rows_subscribe, NULL, skip_rows_cuda, NULL);
-    reg("gpu-copy-columns", copy_column_subscribe, NULL, copy_column_cuda, NULL);
-
-    pm_task_desc_t d;
     pm_task_stats_t st;
-    tu_desc(&d, "gpu-skip-rows", c.rows / c.per);
-    tu_add(&d, m, PM_WRITE);
-    d.conf = &c;
-    d.conf_bytes = sizeof c;
-    d.devices = PM_DEVICE_GPU;
-    ck_assert_int_eq(run_stats(&d, &st), PM_OK);
-
-    tu_desc(&d, "gpu-copy-columns", c.cols);
-    tu_add(&d, m, PM_READ);
-    tu_add(&d, out, PM_WRITE);
-    d.conf = &c;
-    d.conf_bytes = sizeof c;
-    d.devices = PM_DEVICE_GPU;
-    d.grain = 4;
-    ck_assert_int_eq(run_stats(&d, &st), PM_OK);
-    const double *o = pm_memory_data(out);
-    for (uint64_t r = 0; r < c.rows; r++)
-        for (uint64_t k = 0; k < c.cols; k++) {
-            uint64_t i = r * c.cols + k;
-            double want = r >= c.skip_lo && r < c.skip_hi ? -(double)i : (double)i * 0.5 + 3.0;
-            ck_assert_msg(o[k * c.rows + r] == want, "column %llu row %llu: %g, expected %g",
-                          (unsigned long long)k, (unsigned long long)r, o[k * c.rows + r], want);
-        }
+    rows_then_columns(&c, m, out, PM_SCHED_DEFAULT, 4, &st);
     /* Only the skipped rows came in (the whole matrix before). */
     ck_assert_uint_eq(st.bytes_to_gpu, (c.skip_hi - c.skip_lo) * c.cols * sizeof(double));
-    ck_assert_int_eq(atomic_load(&tu_callback_errors), 0);
 }
 END_TEST
 
@@ -401,37 +416,12 @@ START_TEST(test_gpus_copy_from_each_other)
      * copies out columns, reading every row: the other half's rows of a
      * column come from the other GPU as one strided piece. */
     skip_conf_t c = {.rows = 512, .cols = 64, .per = 32, .skip_lo = 512, .skip_hi = 512};
-    reg("gpu-rows", skip_rows_subscribe, NULL, skip_rows_cuda, NULL);
-    reg("gpu-columns-out", copy_column_subscribe, NULL, copy_column_cuda, NULL);
-    pm_memory_t mat = tu_memory(c.rows * c.cols * sizeof(double));
-    pm_memory_t cols = tu_memory(c.rows * c.cols * sizeof(double));
-    pm_task_desc_t d;
-    tu_desc(&d, "gpu-rows", c.rows / c.per);
-    tu_add(&d, mat, PM_WRITE);
-    d.conf = &c;
-    d.conf_bytes = sizeof c;
-    d.devices = PM_DEVICE_GPU;
-    d.sched = PM_SCHED_STATIC_EQUAL;
-    ck_assert_int_eq(run_stats(&d, &st), PM_OK);
-    tu_desc(&d, "gpu-columns-out", c.cols);
-    tu_add(&d, mat, PM_READ);
-    tu_add(&d, cols, PM_WRITE);
-    d.conf = &c;
-    d.conf_bytes = sizeof c;
-    d.devices = PM_DEVICE_GPU;
-    d.sched = PM_SCHED_STATIC_EQUAL;
-    ck_assert_int_eq(run_stats(&d, &st), PM_OK);
-    const double *o = pm_memory_data(cols);
-    for (uint64_t r = 0; r < c.rows; r++)
-        for (uint64_t k = 0; k < c.cols; k++)
-            ck_assert_msg(o[k * c.rows + r] == (double)(r * c.cols + k) * 0.5 + 3.0,
-                          "column %llu row %llu: %g", (unsigned long long)k, (unsigned long long)r,
-                          o[k * c.rows + r]);
+    rows_then_columns(&c, tu_memory(c.rows * c.cols * sizeof(double)),
+                      tu_memory(c.rows * c.cols * sizeof(double)), PM_SCHED_STATIC_EQUAL, 0, &st);
     if (ngpu == 2 && tk_peer_ok(0, 1) && tk_peer_ok(1, 0)) {
         ck_assert_uint_eq(st.bytes_gpu_peer, c.cols * (c.rows / 2) * sizeof(double));
         ck_assert_uint_eq(st.bytes_to_gpu, 0);
     }
-    ck_assert_int_eq(atomic_load(&tu_callback_errors), 0);
 
     ck_assert_int_eq(pm_finalize(), PM_OK);
     ck_assert_int_eq(setenv("PMLIB_CUDA_PEER", "0", 1), 0);
