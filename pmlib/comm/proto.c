@@ -760,6 +760,8 @@ static void chunk_landed(void *arg, int status, uint64_t raw, uint64_t wire)
 {
     chunk_report_t *c = arg;
     pm__task_t *t = c->t;
+    if (t->host_run != NULL && c->src < pm__rt.nhosts)
+        atomic_store(&t->host_run[c->src].last, pm__now());
     if (status == 0) {
         pm__data_count(t, c->src, raw, wire);
         if (raw > 0)
@@ -796,11 +798,13 @@ void pm__proto_on_chunk_done(int src, pm__rbuf_t *m)
          * out for good (Task Bench stencil_1d on 2 ranks x 1 stub ran one
          * whole run in three or so on host 0 alone, 1.6x slower). */
         bool probe = t->host_fed[src] == 4;
-        t->host_fed[src] = 2;
-        double moved = (t->xfer_common + t->xfer_in + t->xfer_out) / pm__hosts_bw(src);
+        t->host_fed[src] = probe ? 5 : 2;
+        double moved = pm__hosts_moving(src, t->xfer_common + t->xfer_in + t->xfer_out);
         double late = probe ? (double)late_ns * 1e-9 : 0;
         pm__hosts_note_overhead(src, pm__now() - t->t_start - (double)run_ns * 1e-9 - moved - late, probe);
     }
+    if (t != NULL && t->host_run != NULL && src < pm__rt.nhosts)
+        atomic_fetch_add(&t->host_run[src].chunks, 1);
     pthread_mutex_unlock(&pm__rt.lock);
     if (t == NULL || chunk >= t->nchunks)
         return;

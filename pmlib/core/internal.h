@@ -235,6 +235,15 @@ typedef struct pm__task_desc {
     int min_cc;
 } pm__task_desc_t;
 
+/* Host 0: what another host ran of a task, against what the costs
+ * expected (sched/hosts.c learns from the difference). */
+typedef struct pm__host_ran {
+    double chunk_s;       /* its devices' seconds per chunk at the split (0: unknown) */
+    double after;         /* seconds of earlier tasks' work placed there before it */
+    atomic_uint chunks;   /* chunks it reported */
+    _Atomic double last;  /* when the bytes of its last chunk had landed here */
+} pm__host_ran_t;
+
 typedef struct pm__task {
     uint64_t handle;
     uint64_t seq; /* submit order */
@@ -297,9 +306,11 @@ typedef struct pm__task {
     bool remote;             /* run here on behalf of host 0 */
     uint64_t *host_lo, *host_hi; /* host 0: each host's initial share */
     double *host_busy;           /* host 0: seconds its share adds to each host's backlog */
+    pm__host_ran_t *host_run;    /* host 0: what each host ran of the task, and by when */
     unsigned char *host_fed;     /* host 0, per host (rt lock): 0 no chunk of it, 1 a first
                                   * share, 2 reported one, 3 chunks by stealing, 4 a chunk
-                                  * to measure it again (pm__hosts_probe_due) */
+                                  * to measure it again (pm__hosts_probe_due), 5 that
+                                  * chunk reported */
     bool hosts_by_cost;          /* host 0: shares by cost; hosts without one never see it */
     bool no_grants;              /* host 0 grants other hosts no more chunks (told with the task) */
     double woke_late;            /* another host: how long its task message may have waited there */

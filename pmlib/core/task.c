@@ -216,7 +216,9 @@ static int split_hosts(pm__task_t *t)
     t->host_hi = calloc((size_t)n, sizeof *t->host_hi);
     t->host_fed = calloc((size_t)n, sizeof *t->host_fed);
     t->host_busy = calloc((size_t)n, sizeof *t->host_busy);
-    if (t->host_lo == NULL || t->host_hi == NULL || t->host_fed == NULL || t->host_busy == NULL)
+    t->host_run = calloc((size_t)n, sizeof *t->host_run);
+    if (t->host_lo == NULL || t->host_hi == NULL || t->host_fed == NULL || t->host_busy == NULL ||
+        t->host_run == NULL)
         return PM_ENOMEM;
     double total = 0, acc = 0;
     for (int h = 0; h < n; h++)
@@ -319,6 +321,7 @@ static void split_hosts_by_cost(pm__task_t *t)
     for (int h = 0; h < n; h++) {
         rate[h] = host_weight(t, h) > 0 ? host_rate(t, h) : 0;
         known &= host_weight(t, h) <= 0 || rate[h] > 0;
+        t->host_run[h].chunk_s = rate[h] > 0 ? 1 / rate[h] : 0;
     }
     if (!known) {
         if (cb.common + cb.in + cb.out > 0)
@@ -329,8 +332,10 @@ static void split_hosts_by_cost(pm__task_t *t)
      * that run at once (independent ones, or one chunk each) spread over
      * the hosts instead of queueing on host 0. */
     lat[0] = pm__hosts_backlog(0);
-    for (int h = 1; h < n; h++)
-        lat[h] = pm__hosts_cost(t, h, false, &rate[h]) + pm__hosts_backlog(h);
+    for (int h = 1; h < n; h++) {
+        t->host_run[h].after = pm__hosts_backlog(h);
+        lat[h] = pm__hosts_cost(t, h, false, &rate[h]) + t->host_run[h].after;
+    }
     pm__split_by_cost(n, lat, rate, t->nchunks, count);
     t->hosts_by_cost = true;
     uint64_t lo = 0;
@@ -513,6 +518,7 @@ static void task_free(pm__task_t *t)
     free(t->host_hi);
     free(t->host_fed);
     free(t->host_busy);
+    free(t->host_run);
     free(t->xbytes);
     if (t->subs_set != NULL) {
         pm__subs_release(t);
@@ -1325,6 +1331,34 @@ static void fill_stats(const pm__task_t *t, pm_task_stats_t *s)
     }
 }
 
+/* Host 0, a task placed by cost ending well: how long each other host took
+ * for what it ran, against what the costs expected (runtime lock). The
+ * devices' time per chunk is the model's scaled by how host 0's own stubs
+ * ran in this task, so that what slows every host (a first pass over fresh
+ * pages, plans made on the first call) is not taken for a cost of moving. */
+static void learn_host_costs(pm__task_t *t)
+{
+    if (!t->hosts_by_cost)
+        return;
+    double here = 0, scale = 1;
+    for (int s = 0; s < pm__rt.nstubs; s++) {
+        const pm__stub_counts_t *c = pm__counts_peek(t, s);
+        uint64_t ns = c != NULL ? atomic_load_explicit(&c->run_ns, memory_order_relaxed) : 0;
+        if (ns > 0)
+            here += 1e9 / (double)ns;
+    }
+    if (here > 0 && t->host_run[0].chunk_s > 0)
+        scale = 1 / here / t->host_run[0].chunk_s;
+    for (int h = 1; h < pm__rt.nhosts; h++) {
+        pm__host_ran_t *r = &t->host_run[h];
+        unsigned chunks = atomic_load(&r->chunks);
+        if (chunks == 0 || r->chunk_s <= 0 || t->host_fed[h] == 3)
+            continue;
+        pm__hosts_note_finish(t, h, atomic_load(&r->last) - t->t_start - r->after, chunks, r->chunk_s * scale,
+                              t->host_fed[h] == 5);
+    }
+}
+
 static void release_locked(pm__task_t *t)
 {
     /* A task that failed before any subtask ran changed nothing. */
@@ -1346,6 +1380,8 @@ static void release_locked(pm__task_t *t)
             pm__hosts_backlog_add(h, -t->host_busy[h]);
             t->host_busy[h] = 0;
         }
+    if (t->host_run != NULL && t->status == 0)
+        learn_host_costs(t);
     __atomic_sub_fetch(&pm__rt.nactive_local, 1, __ATOMIC_RELEASE);
     for (int i = 0; i < t->ndependents; i++)
         if (--t->dependents[i]->ndeps == 0)

@@ -11,7 +11,8 @@
 static struct host_cost {
     double overhead;
     double backlog; /* seconds of placed work of unfinished tasks */
-    uint32_t left_out, probe_after, samples;
+    double per_byte; /* learned seconds per byte moved, beyond the bandwidth */
+    uint32_t left_out, probe_after, samples, finishes;
 } *hc;
 static int nhc;
 
@@ -100,12 +101,52 @@ double pm__hosts_bw(int h)
     return bw > 0 ? bw : PM__HOST_BW_GUESS;
 }
 
+static double per_byte(int h)
+{
+    return h > 0 && h < nhc ? hc[h].per_byte : 0;
+}
+
+double pm__hosts_moving(int h, double bytes)
+{
+    return bytes / pm__hosts_bw(h) + bytes * per_byte(h);
+}
+
 double pm__hosts_cost(const pm__task_t *t, int h, bool fed, double *rate)
 {
-    double bw = pm__hosts_bw(h), own = (t->xfer_in + t->xfer_out) / bw;
-    if (*rate > 0 && own > 1 / *rate)
-        *rate = 1 / own;
-    return own + (fed ? 0 : t->xfer_common / bw) + pm__hosts_overhead(h);
+    double bytes = t->xfer_in + t->xfer_out, wire = bytes / pm__hosts_bw(h);
+    if (*rate > 0) {
+        /* The link carries chunks while the devices run others; what each
+         * byte costs beyond the wire adds to every chunk's time. */
+        double chunk = 1 / *rate + bytes * per_byte(h);
+        *rate = 1 / (chunk > wire ? chunk : wire);
+    }
+    return pm__hosts_moving(h, bytes) + (fed ? 0 : pm__hosts_moving(h, t->xfer_common)) +
+           pm__hosts_overhead(h);
+}
+
+void pm__hosts_note_finish(const pm__task_t *t, int h, double seconds, unsigned chunks, double chunk_s,
+                           bool probe)
+{
+    double bytes = t->xfer_in + t->xfer_out, moved = t->xfer_common + chunks * bytes;
+    if (h <= 0 || h >= nhc || !isfinite(seconds) || seconds <= 0 || moved < (1 << 20))
+        return;
+    /* What the link and the devices explain: as pm__hosts_cost with
+     * nothing learned, the chunks one after the other. */
+    double bw = pm__hosts_bw(h), wire = bytes / bw;
+    double expect = (bytes + t->xfer_common) / bw + pm__hosts_overhead(h) +
+                    chunks * (chunk_s > wire ? chunk_s : wire);
+    double sample = seconds > expect ? (seconds - expect) / moved : 0;
+    /* Not the first task a host ran (it makes its mirrors and touches
+     * their pages), then the next sets it and later ones average in. */
+    double *p = &hc[h].per_byte;
+    if (probe)
+        *p = fmin(*p, sample);
+    else if (++hc[h].finishes == 2)
+        *p = sample;
+    else if (hc[h].finishes > 2)
+        *p += (sample - *p) / 4;
+    pm__debug("host %d ran %u chunks in %.3g s, %.3g expected: %.3g ns per byte moved there (now %.3g)", h,
+              chunks, seconds, expect, sample * 1e9, *p * 1e9);
 }
 
 void pm__split_by_cost(int nhosts, const double *lat, const double *rate, uint64_t n,

@@ -55,11 +55,29 @@ bool pm__hosts_probe_due(int h, bool fed);
 /* Bytes per second to host h: as the transport measured, else the guess. */
 double pm__hosts_bw(int h);
 
+/* Seconds that moving `bytes` for a chunk of host h adds to its finish:
+ * the bytes over the link's bandwidth, plus what host 0 learned that each
+ * byte costs h beyond that (pm__hosts_note_finish). */
+double pm__hosts_moving(int h, double bytes);
+
+/* Host 0, as task t placed by cost ends well (runtime lock): host h
+ * finished its `chunks` chunks `seconds` after the task started, where
+ * its devices take chunk_s seconds per chunk. Beyond what the link and the
+ * devices explain, the rest is taken for a cost of moving bytes there
+ * (copies, a transport that shares the host's cores, chunks that wait for
+ * their inputs): a running average per host of seconds per byte moved,
+ * which later splits and grants add to each chunk's time. Not from the
+ * first such task (the host makes its mirrors then); tasks moving less
+ * than 1 MiB there teach nothing; a probe (host left out) may only lower
+ * it. */
+void pm__hosts_note_finish(const pm__task_t *t, int h, double seconds, unsigned chunks, double chunk_s,
+                           bool probe);
+
 /* Host 0: seconds before host h returns its first chunk of task t (its
  * bytes per chunk known): moving a chunk's own bytes there and back, the
  * bytes every chunk reads unless `fed` (h already has chunks of the task),
  * and h's overhead. *rate, its chunks per second, is capped by what the
- * link carries. */
+ * link carries and lowered by the learned cost of each byte moved there. */
 double pm__hosts_cost(const pm__task_t *t, int h, bool fed, double *rate);
 
 /* A task's data per chunk as seen from another host (host 0, from the

@@ -255,6 +255,49 @@ START_TEST(grant_only_what_pays)
 }
 END_TEST
 
+/* What a host's chunks took beyond the link and its devices is learned as a
+ * cost per byte moved there, which slows its chunks in later splits; a
+ * probe may only lower it, and tasks moving little teach nothing. */
+START_TEST(learn_cost_of_moving)
+{
+    pm__hosts_overhead_init(2); /* bandwidth unmeasured: PM__HOST_BW_GUESS */
+    pm__task_t t = {.xfer_in = 4e6, .xfer_out = 4e6};
+    double rate = 100; /* 10 ms a chunk; its 8 MB take 8 ms on the wire */
+    ck_assert(fabs(pm__hosts_cost(&t, 1, true, &rate) - 8e-3) < 1e-12);
+    ck_assert(fabs(rate - 100) < 1e-9);
+    /* The first task a host runs makes its mirrors: no sample. */
+    pm__hosts_note_finish(&t, 1, 10, 4, 0.01, false);
+    rate = 100;
+    pm__hosts_cost(&t, 1, true, &rate);
+    ck_assert(fabs(rate - 100) < 1e-9);
+    /* 4 chunks in 88 ms where 48 were expected: 40 ms over 32 MB. */
+    pm__hosts_note_finish(&t, 1, 0.088, 4, 0.01, false);
+    rate = 100;
+    double lat = pm__hosts_cost(&t, 1, true, &rate);
+    ck_assert(fabs(rate - 50) < 1e-6);                      /* 10 ms + 8e6 x 1.25 ns */
+    ck_assert(fabs(lat - (8e-3 + 8e6 * 1.25e-9)) < 1e-12); /* the chunk there and back */
+    ck_assert(fabs(pm__hosts_moving(1, 1e6) - (1e-3 + 1.25e-3)) < 1e-12);
+    /* A task that moved less than 1 MiB says nothing about bytes. */
+    pm__task_t small = {.xfer_in = 1000, .xfer_out = 1000};
+    pm__hosts_note_finish(&small, 1, 10, 4, 0.01, false);
+    ck_assert(fabs(pm__hosts_moving(1, 1e6) - 2.25e-3) < 1e-12);
+    /* A probe that took longer changes nothing; one on time clears it. */
+    pm__hosts_note_finish(&t, 1, 1.0, 4, 0.01, true);
+    ck_assert(fabs(pm__hosts_moving(1, 1e6) - 2.25e-3) < 1e-12);
+    pm__hosts_note_finish(&t, 1, 0.048, 4, 0.01, true);
+    ck_assert(fabs(pm__hosts_moving(1, 1e6) - 1e-3) < 1e-12);
+    /* Later samples are averaged in, a quarter each. */
+    pm__hosts_note_finish(&t, 1, 0.088, 4, 0.01, false);
+    ck_assert(fabs(pm__hosts_moving(1, 1e6) - (1e-3 + 1.25e-3 / 4)) < 1e-12);
+    /* Host 0 moves nothing to itself. */
+    pm__hosts_note_finish(&t, 0, 0.088, 4, 0.01, false);
+    rate = 100;
+    pm__hosts_cost(&t, 0, true, &rate);
+    ck_assert(fabs(rate - 100) < 1e-9);
+    pm__hosts_overhead_free();
+}
+END_TEST
+
 /* A capped give takes at most that many from the back of the largest range. */
 START_TEST(give_at_most)
 {
@@ -348,6 +391,7 @@ int main(void)
     tcase_add_test(th, split_follows_speed_and_cost);
     tcase_add_test(th, grant_only_what_pays);
     tcase_add_test(th, give_at_most);
+    tcase_add_test(th, learn_cost_of_moving);
     tcase_add_test(th, chunk_bytes_from_subscriptions);
     suite_add_tcase(s, th);
     SRunner *sr = srunner_create(s);
