@@ -326,7 +326,7 @@ static void usage(void)
 "  --runs K            run the pmlib transform K times (default 1), each on\n"
 "                      the input refilled, and report the best; the first\n"
 "                      also pays one-time costs (CUDA context, cuFFT plans)\n"
-"  --device D          cpu, gpu or all (default cpu)\n"
+"  --device D          cpu, gpu or all (default all: CPU cores and GPUs)\n"
 "  --no-serial         skip the serial run, so no speedup is printed\n"
 "  --verify            compare with one fftwf_plan_dft_2d of the whole array;\n"
 "                      exit 1 when the relative L2 error exceeds %g\n"
@@ -360,7 +360,7 @@ static void parse_options(int argc, char **argv, struct options *o)
 {
     int sized = 0;
 
-    *o = (struct options){DEFAULT_ROWS, DEFAULT_COLS, 0, PM_DEVICE_CPU, 1, 0,
+    *o = (struct options){DEFAULT_ROWS, DEFAULT_COLS, 0, PM_DEVICE_ANY, 1, 0,
                           0, 1, NULL, NULL};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;

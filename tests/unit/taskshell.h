@@ -13,6 +13,9 @@
 #include "core/internal.h"
 #include "sched/ranges.h"
 
+/* When set, stub 0 of the next shells runs these ops (a GPU, say). */
+static const pm__device_ops_t *ts_stub0_ops;
+
 static int ts_noop(const pm_subtask_info_t *info)
 {
     (void)info;
@@ -45,6 +48,8 @@ static inline pm__task_t *ts_task(uint64_t nchunks, pm_sched_t sched, struct pm_
         stubs[i] = (pm__stub_t){.index = i, .ops = &pm__cpu_ops, .speed = 1.0};
         t->runnable[i] = 1;
     }
+    if (ts_stub0_ops != NULL && nstubs > 0)
+        stubs[0].ops = ts_stub0_ops;
     pm__rt.stubs = stubs;
     pm__rt.nstubs = nstubs;
     t->policy = pm__sched_policy(sched);

@@ -640,6 +640,35 @@ START_TEST(pull_unknown_cpus_leave_short_tasks_to_the_gpu)
 }
 END_TEST
 
+/* Cores of unknown speed beside a GPU the model knows start with no
+ * share: the GPU's share is one contiguous range, and in a short task the
+ * cores leave it all to the GPU. */
+START_TEST(pull_unknown_cpus_start_with_no_share)
+{
+    pm__model_t *m = pm__model_create("pull-unknown-share", stubs, NSTUBS);
+    pm__model_note(m, 0, 1, 1000, 0, 0); /* the GPU: 1 us per subtask */
+    ts_stub0_ops = &fake_gpu_ops;
+    pm__task_t *t = make_task(100, m);
+    ck_assert_uint_eq(atomic_load(&t->sched->slot[0].lo), 0);
+    ck_assert_uint_eq(atomic_load(&t->sched->slot[0].hi), 100);
+    for (int s = 1; s < NSTUBS; s++)
+        ck_assert_uint_eq(atomic_load(&t->sched->slot[s].hi), atomic_load(&t->sched->slot[s].lo));
+    uint64_t got[NSTUBS];
+    drain(t, got);
+    ck_assert_uint_eq(got[0], 100);
+    ts_free(t);
+    /* Nothing known of either: equal shares, as before. */
+    pm__model_t *none = pm__model_create("pull-unknown-none", stubs, NSTUBS);
+    t = make_task(100, none);
+    for (int s = 0; s < NSTUBS; s++)
+        ck_assert_uint_eq(atomic_load(&t->sched->slot[s].hi) - atomic_load(&t->sched->slot[s].lo), 25);
+    ts_free(t);
+    ck_assert_int_eq(setenv("PMLIB_MODEL_DIR", "off", 1), 0);
+    pm__model_destroy(none);
+    pm__model_destroy(m);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("model");
@@ -663,6 +692,7 @@ int main(void)
     tcase_add_test(tp, pull_one_slow_chunk_is_no_evidence);
     tcase_add_test(tp, pull_weighs_every_stub_with_its_copy_back);
     tcase_add_test(tp, pull_unknown_cpus_leave_short_tasks_to_the_gpu);
+    tcase_add_test(tp, pull_unknown_cpus_start_with_no_share);
     tcase_add_test(tp, pull_woken_gpus_count_as_coming);
     suite_add_tcase(s, tp);
     SRunner *sr = srunner_create(s);
