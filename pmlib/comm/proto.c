@@ -352,22 +352,6 @@ void pm__proto_on_task_nack(int src, pm__rbuf_t *m)
 
 /* ---- stealing between hosts --------------------------------------------- */
 
-/* Chunks per second this host's stubs have run task t at, summed over the
- * stubs that timed a chunk of it: by their run time alone (`run_only`) or
- * by their time per chunk, waits included. 0: none yet. */
-static double stubs_rate(const pm__task_t *t, bool run_only)
-{
-    double rate = 0;
-    for (int s = 0; s < pm__rt.nstubs; s++) {
-        const pm__stub_counts_t *c = pm__counts_peek(t, s);
-        if (c == NULL)
-            continue;
-        uint64_t ns = atomic_load_explicit(run_only ? &c->run_ns : &c->chunk_ns, memory_order_relaxed);
-        if (ns > 0)
-            rate += 1e9 / (double)ns;
-    }
-    return rate;
-}
 
 /* Whether asking host v for chunks of t may pay: not host 0 once it said
  * it grants no more of them. */
@@ -393,7 +377,7 @@ static void ask_next_victim_locked(pm__task_t *t)
     /* With the chunks per second this host's stubs run in the task, not
      * counting waits for inputs (0: none run yet), so that host 0 weighs
      * its speed against moving the data. */
-    double rate = stubs_rate(t, true);
+    double rate = pm__stubs_rate(t, true);
     uint64_t bits;
     memcpy(&bits, &rate, sizeof bits);
     pm__wbuf_t b = {0};
@@ -556,7 +540,7 @@ void pm__proto_on_copy_reply(int src, pm__rbuf_t *m)
  */
 static uint64_t grant_locked(pm__task_t *t, int h, double theirs)
 {
-    double mine = stubs_rate(t, false);
+    double mine = pm__stubs_rate(t, false);
     if (mine <= 0)
         mine = pm__host_speed(t, 0);
     if (theirs <= 0)

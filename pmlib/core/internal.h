@@ -720,6 +720,23 @@ bool pm__spin_for(bool (*done)(const void *arg), const void *arg, uint64_t ns);
 
 extern pm__runtime_t pm__rt;
 
+/* This host's chunks per second in task t, summed over the stubs that timed
+ * a chunk of it: by their run time alone (`run_only`) or by their time per
+ * chunk, waits included. 0: none yet. */
+static inline double pm__stubs_rate(const pm__task_t *t, bool run_only)
+{
+    double rate = 0;
+    for (int s = 0; s < pm__rt.nstubs; s++) {
+        const pm__stub_counts_t *c = pm__counts_peek(t, s);
+        if (c == NULL)
+            continue;
+        uint64_t ns = atomic_load_explicit(run_only ? &c->run_ns : &c->chunk_ns, memory_order_relaxed);
+        if (ns > 0)
+            rate += 1e9 / (double)ns;
+    }
+    return rate;
+}
+
 /* Public calls count themselves inside pmlib while they run, so that
  * pm_finalize can refuse to tear down under another thread. */
 int pm__enter(void);

@@ -1340,13 +1340,7 @@ static void learn_host_costs(pm__task_t *t)
 {
     if (!t->hosts_by_cost)
         return;
-    double here = 0, scale = 1;
-    for (int s = 0; s < pm__rt.nstubs; s++) {
-        const pm__stub_counts_t *c = pm__counts_peek(t, s);
-        uint64_t ns = c != NULL ? atomic_load_explicit(&c->run_ns, memory_order_relaxed) : 0;
-        if (ns > 0)
-            here += 1e9 / (double)ns;
-    }
+    double here = pm__stubs_rate(t, true), scale = 1;
     if (here > 0 && t->host_run[0].chunk_s > 0)
         scale = 1 / here / t->host_run[0].chunk_s;
     for (int h = 1; h < pm__rt.nhosts; h++) {
