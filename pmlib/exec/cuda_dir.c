@@ -447,9 +447,35 @@ static mirror_t *peer_holder(run_t *r, slot_t *sl, mem_use_t *u, const pm__memor
     return found;
 }
 
+/* A traced peer copy, ended when its stream reaches the host function. */
+typedef struct copy_span {
+    int from, to;
+    uint64_t task, bytes;
+    double t0;
+} copy_span_t;
+
+static void CUDART_CB copy_span_end(void *arg)
+{
+    copy_span_t *c = arg;
+    pm__trace_gpu_copy(c->from, c->to, c->task, c->bytes, c->t0, pm__now());
+    free(c);
+}
+
+/* With PMLIB_TRACE: a span from now until the stream has done the copy. */
+static void trace_copy(run_t *r, slot_t *sl, int from, int to, uint64_t bytes, double t0)
+{
+    copy_span_t *c = malloc(sizeof *c);
+    if (c == NULL)
+        return; /* a span lost, not the copy */
+    *c = (copy_span_t){from, to, r->t->seq, bytes, t0};
+    if (PM__CUDA(QUIET, cudaLaunchHostFunc(sl->stream, copy_span_end, c)) != 0)
+        free(c);
+}
+
 /* Copies piece q from a peer GPU's mirror into this GPU's, on the slot's stream. */
 static int peer_copy(run_t *r, slot_t *sl, mirror_t *to, const mirror_t *from, const pm__sub_t *q)
 {
+    double t0 = pm__trace_on() ? pm__now() : 0;
     int dst = r->p->gpu.ordinal, src = from->device;
     int rc = 0;
     if (q->count == 1 || q->stride == q->block) {
@@ -470,8 +496,11 @@ static int peer_copy(run_t *r, slot_t *sl, mirror_t *to, const mirror_t *from, c
                                                      at(from->buf.ptr, q->offset + k * q->stride),
                                                      src, q->block, sl->stream));
     }
-    if (rc == 0)
+    if (rc == 0) {
         r->cnt->bytes_gpu_peer += q->block * q->count;
+        if (t0 > 0)
+            trace_copy(r, sl, src, dst, q->block * q->count, t0);
+    }
     return rc;
 }
 

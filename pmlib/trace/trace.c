@@ -66,7 +66,7 @@ static struct {
     char *wtext;                /* the writer's formatting buffer */
 } T;
 
-static const char *const what_names[] = {"chunk", "subscribe", "fetch", "task", "transfer"};
+static const char *const what_names[] = {"chunk", "subscribe", "fetch", "task", "transfer", "gpu copy"};
 
 int pm__trace_on(void)
 {
@@ -162,7 +162,14 @@ static size_t format_spans(int k, const span_t *s, size_t n, char *text)
     size_t len = 0;
     for (size_t i = 0; i < n; i++) {
         const span_t *sp = &s[i];
-        int w = sp->what == PM__TRACE_MOVE ?
+        int w = sp->what == PM__TRACE_GPU_COPY ?
+            snprintf(text + len, PM__TRACE_LINE,
+                     ",\n{\"ph\":\"X\",\"name\":\"gpu copy\",\"cat\":\"transfer\",\"pid\":%d,\"tid\":%d,"
+                     "\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"task\":%llu,\"from_gpu\":%d,\"to_gpu\":%d,"
+                     "\"bytes\":%llu}}",
+                     pm__rt.host, k, (sp->t0 - T.origin) * 1e6, (sp->t1 - sp->t0) * 1e6,
+                     (unsigned long long)sp->task, sp->from, sp->to, (unsigned long long)sp->chunk) :
+            sp->what == PM__TRACE_MOVE ?
             snprintf(text + len, PM__TRACE_LINE,
                      ",\n{\"ph\":\"X\",\"name\":\"transfer\",\"cat\":\"transfer\",\"pid\":%d,\"tid\":%d,"
                      "\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"task\":%llu,\"from\":%d,\"to\":%d,\"bytes\":%llu}}",
@@ -263,17 +270,28 @@ void pm__trace_span(int stub, int what, uint64_t task, uint64_t chunk, double t0
         pthread_mutex_unlock(&T.tasks_lock);
 }
 
-void pm__trace_move(int from, int to, uint64_t task, uint64_t bytes, double t0, double t1)
+/* A span on the transfers track (shared, under tasks_lock). */
+static void transfer_span(int what, int from, int to, uint64_t task, uint64_t bytes, double t0, double t1)
 {
     if (T.f == NULL)
         return;
     int k = pm__rt.nstubs + 1;
     track_t *tr = &T.tracks[k];
     pthread_mutex_lock(&T.tasks_lock);
-    tr->s[tr->cur][tr->n++] = (span_t){t0, t1, task, bytes, PM__TRACE_MOVE, from, to};
+    tr->s[tr->cur][tr->n++] = (span_t){t0, t1, task, bytes, what, from, to};
     if (tr->n == PM__TRACE_BATCH)
         buffer_full(k);
     pthread_mutex_unlock(&T.tasks_lock);
+}
+
+void pm__trace_move(int from, int to, uint64_t task, uint64_t bytes, double t0, double t1)
+{
+    transfer_span(PM__TRACE_MOVE, from, to, task, bytes, t0, t1);
+}
+
+void pm__trace_gpu_copy(int from, int to, uint64_t task, uint64_t bytes, double t0, double t1)
+{
+    transfer_span(PM__TRACE_GPU_COPY, from, to, task, bytes, t0, t1);
 }
 
 /* After the stubs stopped: writes what is left, closes the file. */

@@ -395,6 +395,22 @@ static void run_shares(uint64_t n, int ngpu, pm_task_stats_t *st)
     ck_assert_int_eq(atomic_load(&tu_callback_errors), 0);
 }
 
+/* The bytes of the "gpu copy" spans of a trace file. */
+static uint64_t traced_copy_bytes(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    char line[512];
+    uint64_t bytes = 0;
+    while (fgets(line, sizeof line, f) != NULL) {
+        const char *b = strstr(line, "\"name\":\"gpu copy\"") ? strstr(line, "\"bytes\":") : NULL;
+        if (b != NULL)
+            bytes += strtoull(b + 8, NULL, 10);
+    }
+    fclose(f);
+    return bytes;
+}
+
 START_TEST(test_gpus_copy_from_each_other)
 {
     const uint64_t n = (uint64_t)1 << 20;
@@ -422,6 +438,26 @@ START_TEST(test_gpus_copy_from_each_other)
         ck_assert_uint_eq(st.bytes_gpu_peer, c.cols * (c.rows / 2) * sizeof(double));
         ck_assert_uint_eq(st.bytes_to_gpu, 0);
     }
+
+    /* Traced: a "gpu copy" span for each peer copy, the bytes adding up. */
+    ck_assert_int_eq(pm_finalize(), PM_OK);
+    char trace[] = "/tmp/pmlib-gpu-copy-XXXXXX";
+    int fd = mkstemp(trace);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    ck_assert_int_eq(setenv("PMLIB_TRACE", trace, 1), 0);
+    tu_init_ncpu("2");
+    ck_assert_int_eq(unsetenv("PMLIB_TRACE"), 0);
+    reg("gpu-share-fill", slice_subscribe, slice_cpu, slice_cuda, NULL);
+    reg("gpu-combine", combine_subscribe, NULL, combine_cuda, NULL);
+    run_shares(n, ngpu, &st);
+    uint64_t peer = st.bytes_gpu_peer;
+    ck_assert_int_eq(pm_finalize(), PM_OK);
+    ck_assert_uint_eq(traced_copy_bytes(trace), peer);
+    if (ngpu == 2 && tk_peer_ok(0, 1) && tk_peer_ok(1, 0))
+        ck_assert_uint_eq(peer, n * sizeof(double));
+    unlink(trace);
+    tu_init_ncpu("2");
 
     ck_assert_int_eq(pm_finalize(), PM_OK);
     ck_assert_int_eq(setenv("PMLIB_CUDA_PEER", "0", 1), 0);
