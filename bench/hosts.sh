@@ -6,7 +6,7 @@ set -uo pipefail
 
 usage() {
     cat <<'EOF'
-usage: bench/hosts.sh [--gpu] [--stubs N] [--quick]
+usage: bench/hosts.sh [--gpu] [--stubs N] [--rounds R] [--quick]
 
 Runs, from the top of the build tree, each sample app once on one host and
 once on two (mpiexec -n 2), best of its --runs where it has them, and prints
@@ -25,6 +25,9 @@ bench/transport in the same run. The goal column is the limit for 2 hosts:
 Each row also runs 1 host with host 0's devices alone (N stubs, or one
 GPU): the hosts rule is that 2 hosts are never more than 1.10x slower than
 that (column "2 / host 0 alone").
+--rounds R runs the three configurations of each row R times, one after
+        the other in turn, and reports the median of each (default 1): on a
+        busy or small machine one run of each is often not enough to tell.
 --quick uses small sizes (a smoke test of the script).
 EOF
 }
@@ -32,6 +35,7 @@ EOF
 gpu=0
 quick=0
 stubs=1
+rounds=1
 while [ $# -gt 0 ]; do
     case $1 in
     --gpu) gpu=1 ;;
@@ -40,6 +44,10 @@ while [ $# -gt 0 ]; do
         shift
         case ${1:-} in ''|*[!0-9]*|0) echo "hosts.sh: --stubs needs a positive number (see --help)" >&2; exit 2 ;; esac
         stubs=$1 ;;
+    --rounds)
+        shift
+        case ${1:-} in ''|*[!0-9]*|0) echo "hosts.sh: --rounds needs a positive number (see --help)" >&2; exit 2 ;; esac
+        rounds=$1 ;;
     -h | --help) usage; exit 0 ;;
     *) echo "hosts.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
     esac
@@ -65,10 +73,31 @@ field() { echo "$2" | awk -v k="$1" '/^result /{ for (i = 1; i <= NF; i++) { spl
 # pagerank: the steady time per iteration (ms), from 'after the first'
 steady() { echo "$1" | awk '/after the first:/ { for (i = 1; i <= NF; i++) if ($i == "ms") print $(i-1) }' | tail -1; }
 
+# the median of its arguments (numbers)
+median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
 rows=()
-# name, limit, command for 1 host (env), command for 2 hosts
+# name, limit, kind (best or steady), the app's command: each configuration
+# `rounds` times in turn, the median of each
 compare() {
     local name=$1 limit=$2 kind=$3; shift 3
+    local r a=() b=() z=() t1 t2 t0 mb
+    for ((r = 0; r < rounds; r++)); do
+        measure "$name" "$kind" "$@" || { rows+=("| $name | failed | | | | | | | |"); return; }
+        a+=("$t1"); b+=("$t2"); z+=("${t0:-0}")
+    done
+    t1=$(median "${a[@]}"); t2=$(median "${b[@]}"); t0=$(median "${z[@]}")
+    rows+=("$(awk -v n="$name" -v a="$t1" -v b="$t2" -v z="${t0:-0}" -v mb="${mb:-0}" -v bw="$mpi_gbs" -v lim="$limit" 'BEGIN {
+        wire = bw > 0 ? mb / 1000 / bw : 0
+        base = a > wire ? a : wire
+        alone = z > 0 ? sprintf("%.4f | %.2fx", z, b / z) : "- | -"
+        printf "| %s | %.4f | %.4f | %.2fx | %s | %.1f | %.4f | %.2fx (limit %s) |", n, a, b, b / a, alone, mb, wire, b / base, lim }')")
+}
+
+# One round of a row: sets t1 (1 host), t2 (2 hosts), t0 (host 0 alone)
+# and mb (MB moved between the hosts); false when a run failed.
+measure() {
+    local name=$1 kind=$2; shift 2
     local one two alone
     if [ "$gpu" = 1 ]; then
         one=$("$@" 2>&1)
@@ -79,7 +108,6 @@ compare() {
         alone=$(PMLIB_NCPU=$stubs "$@" 2>&1)
         two=$(PMLIB_NCPU=$stubs mpi2 "$@" 2>&1)
     fi
-    local t1 t2 t0 mb
     if [ "$kind" = steady ]; then
         t1=$(steady "$one"); t2=$(steady "$two"); t0=$(steady "$alone")
         t1=$(awk -v v="$t1" 'BEGIN { print v / 1000 }'); t2=$(awk -v v="$t2" 'BEGIN { print v / 1000 }')
@@ -96,14 +124,8 @@ compare() {
         echo "hosts.sh: $name failed; its output:" >&2
         echo "$one" | tail -5 >&2
         echo "$two" | tail -5 >&2
-        rows+=("| $name | failed | | | | | | | |")
-        return
+        return 1
     fi
-    rows+=("$(awk -v n="$name" -v a="$t1" -v b="$t2" -v z="${t0:-0}" -v mb="${mb:-0}" -v bw="$mpi_gbs" -v lim="$limit" 'BEGIN {
-        wire = bw > 0 ? mb / 1000 / bw : 0
-        base = a > wire ? a : wire
-        alone = z > 0 ? sprintf("%.4f | %.2fx", z, b / z) : "- | -"
-        printf "| %s | %.4f | %.4f | %.2fx | %s | %.1f | %.4f | %.2fx (limit %s) |", n, a, b, b / a, alone, mb, wire, b / base, lim }')")
 }
 
 # matmul's rows per block for `parts` blocks: a multiple of 16, at least 16.
