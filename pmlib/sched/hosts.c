@@ -106,22 +106,39 @@ static double per_byte(int h)
     return h > 0 && h < nhc ? hc[h].per_byte : 0;
 }
 
+/* Seconds moving `bytes` to host h takes, each byte costing `pb` beyond the wire. */
+static double moving(int h, double bytes, double pb)
+{
+    return bytes / pm__hosts_bw(h) + bytes * pb;
+}
+
 double pm__hosts_moving(int h, double bytes)
 {
-    return bytes / pm__hosts_bw(h) + bytes * per_byte(h);
+    return moving(h, bytes, per_byte(h));
+}
+
+/* Host h's seconds per chunk of t where its devices take chunk_s: the link
+ * carries chunks while the devices run others, and what each byte costs
+ * beyond the wire (pb) adds to every chunk's time. */
+static double chunk_time(const pm__task_t *t, int h, double chunk_s, double pb)
+{
+    double bytes = t->xfer_in + t->xfer_out, wire = bytes / pm__hosts_bw(h);
+    double chunk = chunk_s + bytes * pb;
+    return chunk > wire ? chunk : wire;
+}
+
+/* Seconds before host h returns its first chunk of t, as pm__hosts_cost says. */
+static double latency(const pm__task_t *t, int h, bool fed, double pb)
+{
+    return moving(h, t->xfer_in + t->xfer_out, pb) + (fed ? 0 : moving(h, t->xfer_common, pb)) +
+           pm__hosts_overhead(h);
 }
 
 double pm__hosts_cost(const pm__task_t *t, int h, bool fed, double *rate)
 {
-    double bytes = t->xfer_in + t->xfer_out, wire = bytes / pm__hosts_bw(h);
-    if (*rate > 0) {
-        /* The link carries chunks while the devices run others; what each
-         * byte costs beyond the wire adds to every chunk's time. */
-        double chunk = 1 / *rate + bytes * per_byte(h);
-        *rate = 1 / (chunk > wire ? chunk : wire);
-    }
-    return pm__hosts_moving(h, bytes) + (fed ? 0 : pm__hosts_moving(h, t->xfer_common)) +
-           pm__hosts_overhead(h);
+    if (*rate > 0)
+        *rate = 1 / chunk_time(t, h, 1 / *rate, per_byte(h));
+    return latency(t, h, fed, per_byte(h));
 }
 
 void pm__hosts_note_finish(const pm__task_t *t, int h, double seconds, unsigned chunks, double chunk_s,
@@ -132,9 +149,7 @@ void pm__hosts_note_finish(const pm__task_t *t, int h, double seconds, unsigned 
         return;
     /* What the link and the devices explain: as pm__hosts_cost with
      * nothing learned, the chunks one after the other. */
-    double bw = pm__hosts_bw(h), wire = bytes / bw;
-    double expect = (bytes + t->xfer_common) / bw + pm__hosts_overhead(h) +
-                    chunks * (chunk_s > wire ? chunk_s : wire);
+    double expect = latency(t, h, false, 0) + chunks * chunk_time(t, h, chunk_s, 0);
     double sample = seconds > expect ? (seconds - expect) / moved : 0;
     /* Not the first task a host ran (it makes its mirrors and touches
      * their pages), then the next sets it and later ones average in. */

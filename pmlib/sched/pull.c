@@ -192,8 +192,9 @@ static int plan(pm__task_t *t, int nstubs, double *w, bool in_place)
     bool gpu_known = false, other_unknown = false;
     for (int s = 0; s < nstubs; s++)
         if (w[s] > 0 && !on_cpu(s)) {
-            gpu_known |= pm__model_ns(t->cbs.model, s) > 0;
-            other_unknown |= pm__model_ns(t->cbs.model, s) <= 0;
+            bool known = pm__model_ns(t->cbs.model, s) > 0;
+            gpu_known |= known;
+            other_unknown |= !known;
         }
     for (int s = 0; gpu_known && !other_unknown && s < nstubs; s++)
         if (w[s] > 0 && on_cpu(s) && pm__model_ns(t->cbs.model, s) <= 0)

@@ -441,6 +441,16 @@ static void drain(pm__task_t *t, uint64_t got[NSTUBS])
     }
 }
 
+/* Stub 0 starts with every chunk of t (n of them) and runs them all. */
+static void all_on_stub0(pm__task_t *t, uint64_t n)
+{
+    for (int s = 1; s < NSTUBS; s++)
+        ck_assert_uint_eq(atomic_load(&t->sched->slot[s].hi), atomic_load(&t->sched->slot[s].lo));
+    uint64_t got[NSTUBS];
+    drain(t, got);
+    ck_assert_uint_eq(got[0], n);
+}
+
 START_TEST(pull_keeps_equal_shares_when_the_model_knows_nothing)
 {
     pm__model_t *m = pm__model_create("pull-empty", stubs, NSTUBS);
@@ -464,12 +474,9 @@ START_TEST(pull_gives_a_far_slower_device_nothing)
     pm__model_note(m, 0, 1, 1000, 0, 0);
     pm__model_note(m, 1, 1, 1000000, 0, 0);
     pm__task_t *t = make_task(100, m);
-    for (int s = 1; s < NSTUBS; s++)
-        ck_assert_uint_eq(atomic_load(&t->sched->slot[s].hi), atomic_load(&t->sched->slot[s].lo));
-    uint64_t got[NSTUBS];
-    drain(t, got);
-    ck_assert_uint_eq(got[0], 100);
+    all_on_stub0(t, 100);
     ts_free(t);
+    uint64_t got[NSTUBS];
 
     /* Many chunks: the slow device pays at the start, and gets a share. */
     t = make_task(4000, m);
@@ -651,11 +658,7 @@ START_TEST(pull_unknown_cpus_start_with_no_share)
     pm__task_t *t = make_task(100, m);
     ck_assert_uint_eq(atomic_load(&t->sched->slot[0].lo), 0);
     ck_assert_uint_eq(atomic_load(&t->sched->slot[0].hi), 100);
-    for (int s = 1; s < NSTUBS; s++)
-        ck_assert_uint_eq(atomic_load(&t->sched->slot[s].hi), atomic_load(&t->sched->slot[s].lo));
-    uint64_t got[NSTUBS];
-    drain(t, got);
-    ck_assert_uint_eq(got[0], 100);
+    all_on_stub0(t, 100);
     ts_free(t);
     /* Nothing known of either: equal shares, as before. */
     pm__model_t *none = pm__model_create("pull-unknown-none", stubs, NSTUBS);
