@@ -25,7 +25,6 @@
  */
 #define _GNU_SOURCE
 #include "comm/transport.h"
-#include "sched/hosts.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -107,6 +106,7 @@ static struct {
     atomic_uint_fast64_t ahead;  /* compressed bytes queued, not yet sent */
     pm__bulk_in_t *in;           /* comm thread */
     atomic_uint_fast64_t *rate;  /* bytes per second from each host */
+    double *rtt;                 /* a short round trip to each host (host 0) */
 } B;
 
 /* ---- segments as a stream ------------------------------------------------ */
@@ -870,6 +870,13 @@ double pm__comm_rate(int host)
     return (double)atomic_load(&B.rate[host]);
 }
 
+double pm__comm_rtt(int host)
+{
+    if (B.rtt == NULL || host < 0 || host >= pm__rt.nhosts)
+        return 0;
+    return B.rtt[host];
+}
+
 /* ---- start and stop ------------------------------------------------------- */
 
 /* Host 0 sends host h `bytes` of buf and waits for a 1-byte answer, three
@@ -909,7 +916,7 @@ void pm__bulk_probe(void)
         if (pm__rt.host == 0 && payload > 0)
             atomic_store(&B.rate[h], (uint64_t)(BYTES / payload));
         if (pm__rt.host == 0)
-            pm__hosts_seed_overhead(h, 2 * rtt);
+            B.rtt[h] = rtt;
     }
     free(buf);
 }
@@ -922,7 +929,8 @@ int pm__bulk_start(void)
     B.tag_ub = flag && ub != NULL ? *(int *)ub : 32767;
     B.next_tag = calloc((size_t)n, sizeof *B.next_tag);
     B.rate = calloc((size_t)n, sizeof *B.rate);
-    if (B.next_tag == NULL || B.rate == NULL)
+    B.rtt = calloc((size_t)n, sizeof *B.rtt);
+    if (B.next_tag == NULL || B.rate == NULL || B.rtt == NULL)
         return PM__FAIL(PM_ENOMEM, "pm_init: out of memory for the transport");
     for (int h = 0; h < n; h++)
         B.next_tag[h] = 1;
@@ -956,5 +964,6 @@ void pm__bulk_stop(void)
     }
     free(B.next_tag);
     free(B.rate);
+    free(B.rtt);
     memset(&B, 0, sizeof B);
 }

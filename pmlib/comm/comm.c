@@ -13,7 +13,6 @@
  */
 #define _GNU_SOURCE
 #include "comm/transport.h"
-#include "sched/hosts.h"
 
 #include <math.h>
 #include <sched.h>
@@ -25,7 +24,6 @@
 #include <time.h>
 #include <unistd.h>
 
-pm__host_info_t *pm__hosts;
 MPI_Comm pm__bulk_comm = MPI_COMM_NULL;
 
 /* Seconds between heartbeats; PMLIB_HOST_TIMEOUT must be at least twice it. */
@@ -64,25 +62,20 @@ static struct {
  * the payload streams (bulk.c) and C.last_heard. */
 static pthread_mutex_t progress = PTHREAD_MUTEX_INITIALIZER;
 
-static pm__handler_fn handlers[PM__TAG_LAST - PM__TAG_TASK] = {
-    [PM__TAG_TASK - PM__TAG_TASK] = pm__proto_on_task,
-    [PM__TAG_TASK_NACK - PM__TAG_TASK] = pm__proto_on_task_nack,
-    [PM__TAG_DATA_REQ - PM__TAG_TASK] = pm__data_on_req,
-    [PM__TAG_DATA_REPLY - PM__TAG_TASK] = pm__data_on_reply,
-    [PM__TAG_CHUNK_DONE - PM__TAG_TASK] = pm__proto_on_chunk_done,
-    [PM__TAG_STEAL_REQ - PM__TAG_TASK] = pm__proto_on_steal_req,
-    [PM__TAG_STEAL_REPLY - PM__TAG_TASK] = pm__proto_on_steal_reply,
-    [PM__TAG_DRAINED - PM__TAG_TASK] = pm__proto_on_drained,
-    [PM__TAG_TASK_END - PM__TAG_TASK] = pm__proto_on_task_end,
-    [PM__TAG_MEM_RELEASE - PM__TAG_TASK] = pm__data_on_mem_release,
-    [PM__TAG_COPY_REQ - PM__TAG_TASK] = pm__proto_on_copy_req,
-    [PM__TAG_COPY_REPLY - PM__TAG_TASK] = pm__proto_on_copy_reply,
-};
+/* The handlers of tags PM__TAG_PING to PM__TAG_LAST, and the function
+ * every round runs, as the layers above set them. */
+static pm__handler_fn handlers[PM__TAG_LAST - PM__TAG_PING];
+static void (*round_fn)(void);
 
 void pm__comm_handle(int tag, pm__handler_fn fn)
 {
-    if (tag >= PM__TAG_TASK && tag < PM__TAG_LAST)
-        handlers[tag - PM__TAG_TASK] = fn;
+    if (tag >= PM__TAG_PING && tag < PM__TAG_LAST)
+        handlers[tag - PM__TAG_PING] = fn;
+}
+
+void pm__comm_on_round(void (*fn)(void))
+{
+    round_fn = fn;
 }
 
 /* Whether an MPI launcher started this process (Open MPI, PMIx, PMI). */
@@ -358,9 +351,9 @@ static int receive(void)
             shutdown_received();
         else if (st.MPI_TAG == PM__TAG_ABORT)
             abort_received(st.MPI_SOURCE, &r);
-        else if (st.MPI_TAG >= PM__TAG_TASK && st.MPI_TAG < PM__TAG_LAST &&
-                 handlers[st.MPI_TAG - PM__TAG_TASK] != NULL)
-            handlers[st.MPI_TAG - PM__TAG_TASK](st.MPI_SOURCE, &r);
+        else if (st.MPI_TAG >= PM__TAG_PING && st.MPI_TAG < PM__TAG_LAST &&
+                 handlers[st.MPI_TAG - PM__TAG_PING] != NULL)
+            handlers[st.MPI_TAG - PM__TAG_PING](st.MPI_SOURCE, &r);
         pm__bulk_after_handler(&r);
         if (r.bad)
             pm__error("malformed message (tag %d, %d bytes) from host %d ignored", st.MPI_TAG, count,
@@ -587,7 +580,8 @@ static int round_locked(void)
     work += finish_sends();
     work += pm__bulk_progress();
     int got = receive();
-    pm__proto_poll();
+    if (round_fn != NULL)
+        round_fn();
     if (got > 0) {
         /* What the handlers queued (a reply, a payload) leaves now, and a
          * payload they began to take is progressed at once, instead of a
@@ -702,7 +696,6 @@ int pm__comm_start(const pm__host_info_t *me)
     int rc = pm__bulk_start();
     if (rc != 0)
         return rc;
-    pm__hosts_overhead_init(n);
     pm__bulk_probe();
     pthread_mutex_init(&C.lock, NULL);
     pthread_cond_init(&C.wake, NULL);
@@ -734,7 +727,7 @@ void pm__comm_shutdown(void)
     pthread_mutex_unlock(&pm__rt.lock);
 }
 
-void pm__comm_finalize(void)
+void pm__comm_stop(void)
 {
     atomic_store(&C.stub_polls, false);
     if (C.running) {
@@ -749,10 +742,11 @@ void pm__comm_finalize(void)
         MPI_Comm_free(&pm__bulk_comm);
         C.running = 0;
     }
-    pm__data_free_mirrors();
-    pm__data_relay_forget(0);
-    pm__proto_free_pending();
-    pm__hosts_overhead_free();
+}
+
+void pm__comm_finalize(void)
+{
+    pm__comm_stop();
     free(C.fl);
     free(C.last_heard);
     free(pm__hosts);

@@ -1,7 +1,8 @@
 /*
- * The comm layer: the only code that calls MPI. One comm thread per host
- * sends queued messages and dispatches received ones to the handlers of
- * proto.c and data.c; stubs never block on MPI.
+ * The transport: the only code that calls MPI, and it knows nothing of
+ * tasks. One comm thread per host sends queued messages, moves payloads and
+ * hands each received message to the handler the layers above registered
+ * for its tag; stubs never block on MPI.
  */
 #ifndef PMLIB_COMM_COMM_H
 #define PMLIB_COMM_COMM_H
@@ -9,27 +10,49 @@
 #include "comm/buf.h"
 #include "core/internal.h"
 
-/* One MPI tag per message kind. */
+/* One MPI tag per message kind: the transport's own, then those of the
+ * layers above it (from PM__TAG_USER, below PM__TAG_LAST). */
 enum pm__tag {
-    PM__TAG_TASK = 101,   /* host 0 -> all: a task to run */
-    PM__TAG_TASK_NACK,    /* host -> 0: cannot run it (callbacks missing) */
-    PM__TAG_DATA_REQ,     /* host -> 0: send me these ranges */
-    PM__TAG_DATA_REPLY,   /* 0 -> host: the bytes */
-    PM__TAG_CHUNK_DONE,   /* host -> 0: a chunk ran: its writes and failures */
-    PM__TAG_STEAL_REQ,    /* host -> host: give me chunks */
-    PM__TAG_STEAL_REPLY,  /* host -> host: a range, maybe empty */
-    PM__TAG_DRAINED,      /* host -> 0: no more chunks here; reduce partials, counters */
-    PM__TAG_TASK_END,     /* 0 -> all: the task finished (status, message) */
-    PM__TAG_MEM_RELEASE,  /* 0 -> all: drop the mirror of a memory */
-    PM__TAG_HEARTBEAT,    /* host <-> 0: still alive */
-    PM__TAG_SHUTDOWN,     /* 0 -> all: host 0 finalized */
-    PM__TAG_ABORT,        /* 0 -> all: a host died; exit nonzero now (reason) */
-    PM__TAG_COPY_REQ,     /* host -> host: a running chunk I may run too? */
-    PM__TAG_COPY_REPLY,   /* host -> host: a chunk id, or none */
-    PM__TAG_PING,         /* free for tools and benchmarks (pm__comm_handle) */
+    PM__TAG_HEARTBEAT = 101, /* host <-> 0: still alive */
+    PM__TAG_SHUTDOWN,        /* 0 -> all: host 0 finalized */
+    PM__TAG_ABORT,           /* 0 -> all: a host died; exit nonzero now (reason) */
+    PM__TAG_PING,            /* free for tools and benchmarks (pm__comm_handle) */
     PM__TAG_PONG,
-    PM__TAG_LAST
+    PM__TAG_USER = 112,
+    PM__TAG_LAST = 144
 };
+
+/* MPI start-up: this process's host number, the number of hosts, and its
+ * place among the ranks of its machine. */
+int pm__comm_init(int *argc, char ***argv, int *host, int *nhosts, int *local_rank, int *local_size);
+/* Exchanges the host table (pm__hosts) and starts the comm thread. */
+int pm__comm_start(const pm__host_info_t *me);
+/* Host 0: tells every host to finish. Others: waits until host 0 says so. */
+void pm__comm_shutdown(void);
+/* Stops the comm thread (what was queued has been sent); then ends MPI. */
+void pm__comm_stop(void);
+void pm__comm_finalize(void);
+/* Payload bytes per second from `host`, as measured (0: not yet known);
+ * the round trip of a short message to it measured at start-up (host 0
+ * and the host itself; 0: not measured). */
+double pm__comm_rate(int host);
+double pm__comm_rtt(int host);
+/* A stub about to run a chunk on a machine with more busy threads than
+ * cores: yields its core until the comm thread has taken up the messages
+ * queued so far (at most 50 us), so that a task sent to another host
+ * starts there now rather than once the chunk has run (the comm thread
+ * may share this core and would get it only then). */
+void pm__comm_hand_over(void);
+/* Where a rank has one core for its stubs (2 ranks on 2 cores): one round
+ * of the comm thread's work (sends, receives and their handlers) run by
+ * the calling stub while it waits, unless another thread is at it; the
+ * messages that were work. Elsewhere 0 at once: the comm thread alone
+ * does it. Call it holding no lock. */
+int pm__comm_poll(void);
+/* In a message handler: how long before the round that received the
+ * message the one before it ended (0 while rounds follow each other; the
+ * length of a nap otherwise): the most the message may have waited here. */
+double pm__comm_round_gap(void);
 
 /* Queues a message; takes the buffer. Thread-safe; never blocks on MPI. */
 void pm__comm_send(int dest, int tag, pm__wbuf_t *msg);
@@ -71,62 +94,12 @@ void pm__comm_recv_bulk(pm__rbuf_t *m, const pm__seg_t *segs, int nseg, pm__bulk
 void pm__comm_expect(int delta);
 void pm__comm_active(int delta);
 
-/* Handlers, run on the comm thread. */
+/* Handlers, run on the comm thread (or a stub in pm__comm_poll). */
 typedef void (*pm__handler_fn)(int src, pm__rbuf_t *msg);
-/* Sets the handler of a tag (the table starts with those below). */
+/* Sets the handler of a tag from PM__TAG_PING up (before pm__comm_start
+ * for messages that may come at once). */
 void pm__comm_handle(int tag, pm__handler_fn fn);
-void pm__proto_on_task(int src, pm__rbuf_t *m);
-void pm__proto_on_task_nack(int src, pm__rbuf_t *m);
-void pm__proto_on_chunk_done(int src, pm__rbuf_t *m);
-void pm__proto_on_steal_req(int src, pm__rbuf_t *m);
-void pm__proto_on_steal_reply(int src, pm__rbuf_t *m);
-void pm__proto_on_drained(int src, pm__rbuf_t *m);
-void pm__proto_on_task_end(int src, pm__rbuf_t *m);
-void pm__proto_on_copy_req(int src, pm__rbuf_t *m);
-void pm__proto_on_copy_reply(int src, pm__rbuf_t *m);
-void pm__data_on_req(int src, pm__rbuf_t *m);
-void pm__data_on_reply(int src, pm__rbuf_t *m);
-void pm__data_on_mem_release(int src, pm__rbuf_t *m);
-
-
-/* proto.c */
-void pm__proto_poll(void);
-void pm__proto_free_pending(void);
-
-/* data.c */
-struct pm__accset;
-struct pm__holders;
-/* Other hosts: the mirror of a memory at `version`, holding valid what
- * host 0's directory `away` says this host holds; `away` also says which
- * host to ask for what it lacks. */
-pm__memory_t *pm__data_mirror(uint64_t handle, size_t bytes, uint64_t version,
-                              const struct pm__holders *away);
-/* Host 0 writes a memory's directory into a task message; other hosts read
- * it (checked against the memory's size and the hosts). */
-void pm__data_put_away(pm__wbuf_t *b, pm__memory_t *m);
-int pm__data_get_away(pm__rbuf_t *m, uint64_t bytes, struct pm__holders *away);
-void pm__data_free_mirrors(void);
-/* Host 0: forgets which hosts asked for ranges of a released memory
- * (handle) or of every memory (0, at pm_finalize). */
-void pm__data_relay_forget(uint64_t handle);
-/* Host 0 appends to a task message for host h the inputs of h's share when
- * they are small; host h reads them into its mirrors (after the task's
- * memories are set up), so its chunks need not ask for them. */
-void pm__data_put_push(pm__wbuf_t *b, const pm__task_t *t, int h);
-int pm__data_take_push(pm__rbuf_t *m, pm__task_t *t);
-/* Starts fetching a chunk's missing inputs (NULL: nothing to fetch). */
-int pm__data_prefetch(pm__task_t *t, uint64_t chunk, pm__fetch_t **f);
-/* Waits for a started fetch (or none), then fetches what is still missing. */
-int pm__data_fetch(pm__task_t *t, uint64_t chunk, pm__fetch_t *started);
-/* Remote: appends the chunk's written ranges to b; *segs are their bytes in
- * the mirrors (caller frees the array); returns the payload's flags. */
-int pm__data_put_writes(pm__wbuf_t *b, pm__task_t *t, uint64_t chunk, pm__seg_t **segs, int *nseg);
-/* Host 0: reads a chunk's written ranges; returns where their bytes go in
- * the memories (NULL when they cannot be taken: the task has failed). */
-pm__seg_t *pm__data_get_writes(pm__rbuf_t *m, pm__task_t *t, int src, int *nseg);
-/* Counts a payload this host received from host src for task t. */
-void pm__data_count(pm__task_t *t, int src, uint64_t raw, uint64_t wire);
-void pm__data_put_accset(pm__wbuf_t *b, pm__task_t *t, const struct pm__accset *acc);
-struct pm__accset *pm__data_get_accset(pm__rbuf_t *m, pm__task_t *t, int src);
+/* Sets a function every round runs after the handlers (NULL: none). */
+void pm__comm_on_round(void (*fn)(void));
 
 #endif /* PMLIB_COMM_COMM_H */

@@ -115,7 +115,7 @@ typedef struct pm__memory {
      * those readers, or for the writer when there are none. */
     struct pm__task *last_writer;
     pm__reader_t *readers;
-    /* Several hosts (comm/data.c): written ranges stay where written
+    /* Several hosts (data/data.c): written ranges stay where written
      * (pm_memory_set_lazy); host 0's directory of the ranges other hosts
      * hold (NULL until the memory is made lazy). */
     bool lazy;
@@ -326,7 +326,7 @@ typedef struct pm__task {
     atomic_uchar *done_map; /* host 0: chunks reported done (first report wins) */
     atomic_uint_fast64_t subtasks_remote, subtasks_remote_gpu, steals_remote, bytes_moved, bytes_sent;
     atomic_uint_fast64_t remote_counts[PM__REMOTE_COUNTS]; /* host 0: summed over hosts */
-    /* Lazy memories (comm/data.c): bit m when memory m's writes stay where
+    /* Lazy memories (data/data.c): bit m when memory m's writes stay where
      * written; in home_mask too when they also go home, where host 0's own
      * chunks read what other hosts held of that memory before (they will
      * not wait for it); home_dir (host 0) when a memory of the task had
@@ -561,9 +561,10 @@ int pm__task_add_piece(pm__task_t *t, uint64_t key, uint64_t id, unsigned char *
 void pm__task_gather_pieces(pm__task_t *t);
 void pm__task_free_pieces(pm__task_t *t);
 
-/* ---- comm (comm/) ------------------------------------------------------ */
+/* ---- the hosts --------------------------------------------------------- */
 
-/* What each host reported at start-up; the same table on every host. */
+/* What each host reported at start-up; the same table on every host (the
+ * transport fills it at pm_init). */
 #define PM__MAX_GPUS 16
 typedef struct pm__gpu_desc {
     char name[96];
@@ -578,67 +579,33 @@ typedef struct pm__host_info {
 } pm__host_info_t;
 extern pm__host_info_t *pm__hosts;
 
-int pm__comm_init(int *argc, char ***argv, int *host, int *nhosts, int *local_rank, int *local_size);
-/* Payload bytes per second from `host`, as measured (0: not yet known). */
-double pm__comm_rate(int host);
 /* Host 0: chunks per second host h runs task t, by the performance model
  * (0: unknown or none). */
 double pm__host_speed(pm__task_t *t, int h);
-/* Exchanges the host table and starts the comm thread. */
-struct pm__host_info;
-int pm__comm_start(const struct pm__host_info *me);
-void pm__comm_shutdown(void);
-void pm__comm_finalize(void);
-/* A stub about to run a chunk on a machine with more busy threads than
- * cores: yields its core until the comm thread has taken up the messages
- * queued so far (at most 50 us), so that a task sent to another host
- * starts there now rather than once the chunk has run (the comm thread
- * may share this core and would get it only then). */
-void pm__comm_hand_over(void);
-/* Where a rank has one core for its stubs (2 ranks on 2 cores): one round
- * of the comm thread's work (sends, receives and their handlers) run by
- * the calling stub while it waits, unless another thread is at it; the
- * messages that were work. Elsewhere 0 at once: the comm thread alone
- * does it. Call it holding no lock. */
-int pm__comm_poll(void);
-/* In a message handler: how long before the round that received the
- * message the one before it ended (0 while rounds follow each other; the
- * length of a nap otherwise): the most the message may have waited here. */
-double pm__comm_round_gap(void);
-/* Hooks of the task protocol (comm/proto.c). */
-void pm__proto_task_started(pm__task_t *t);     /* host 0: send it to every host */
-void pm__proto_want_work_locked(pm__task_t *t); /* no chunk here: ask other hosts */
-/* Remote: subscribes a chunk and starts fetching its inputs (NULL: none to
- * fetch); before it runs, waits for them (started may be NULL); host 0
- * calls the latter too for tasks whose inputs other hosts hold. */
+/* A prefetch of a chunk's inputs from other hosts (data/data.c). */
 typedef struct pm__fetch pm__fetch_t;
-pm__fetch_t *pm__proto_prefetch(pm__task_t *t, uint64_t chunk);
-int pm__proto_before_chunk(pm__task_t *t, uint64_t chunk, pm__fetch_t *started);
-/* Whether every request of a prefetch has landed (or failed): then
- * pm__proto_before_chunk does not wait. */
-bool pm__data_fetched(pm__fetch_t *f);
-/* Remote: reports a chunk that ran `run_ns` (its callbacks, not its waits),
- * `late_ns` after the task could have started it (a nap, a stub's wake-up). */
-void pm__proto_after_chunk(pm__task_t *t, uint64_t chunk, pm_device_kind_t kind, uint64_t run_ns,
-                           uint64_t late_ns);
-void pm__proto_task_finished(pm__task_t *t);    /* host 0: tell every host */
-void pm__proto_memory_released(uint64_t handle);
-void pm__proto_serve(void);                     /* other hosts: start running tasks */
-/* The directory of copies between hosts (comm/data.c), host 0. */
-int pm__data_set_lazy(pm__memory_t *m, bool lazy);
-/* Brings home every range other hosts hold (no task may use m). */
-int pm__data_gather(pm__memory_t *m);
-bool pm__data_is_away(pm__memory_t *m);
-/* Host 0: whether its own chunks read ranges other hosts held of m. */
-bool pm__data_home_reads(pm__memory_t *m);
-/* The program wrote m through its pointer: host 0's bytes are current. */
-void pm__data_forget_away(pm__memory_t *m);
-/* [lo, hi) of m was written on host 0. */
-void pm__data_home_range(pm__memory_t *m, uint64_t lo, uint64_t hi);
-/* Host 0's chunks of a task with home_dir fetch what other hosts hold
- * before they run (pm__proto_before_chunk), and record what they wrote. */
-void pm__data_home_wrote(pm__task_t *t, uint64_t chunk);
-void pm__data_place_free(pm__memory_t *m);
+
+/* ---- hooks: what core tells the layers above it ------------------------- */
+
+/* Core calls no layer above it by name: the layers that care about memory
+ * and task events fill this table at pm_init (init/init.c). An entry left
+ * NULL means nobody listens (one host, no GPU, unit tests). */
+typedef struct pm__hooks {
+    void *(*pinned_alloc)(size_t bytes); /* page-locked host memory, or NULL */
+    void (*pinned_free)(void *p);
+    /* Host 0, runtime lock held unless said: other hosts hold ranges of m;
+     * bring them home (lock not held, no task uses m); make m lazy or not. */
+    bool (*away)(pm__memory_t *m);
+    int (*gather)(pm__memory_t *m);
+    int (*set_lazy)(pm__memory_t *m, bool lazy);
+    void (*touched)(pm__memory_t *m);    /* the program wrote m: its bytes are current */
+    void (*wrote_home)(pm__memory_t *m, uint64_t lo, uint64_t hi); /* host 0 wrote [lo, hi) */
+    void (*released)(pm__memory_t *m);   /* m's handle is gone (runtime lock held) */
+    void (*freed)(pm__memory_t *m);      /* m's bytes go next (no lock held) */
+    void (*task_started)(pm__task_t *t); /* host 0, several hosts, runtime lock held */
+    void (*task_finished)(pm__task_t *t); /* host 0, several hosts */
+} pm__hooks_t;
+extern pm__hooks_t pm__hooks;
 
 /* ---- trace (trace/) ----------------------------------------------------- */
 
@@ -743,8 +710,12 @@ static inline double pm__stubs_rate(const pm__task_t *t, bool run_only)
     return rate;
 }
 
-/* Public calls count themselves inside pmlib while they run, so that
- * pm_finalize can refuse to tear down under another thread. */
+/* The runtime's life: down, starting (pm_init runs), up, stopping
+ * (pm_finalize runs). Only `up` admits calls. Public calls count themselves
+ * inside pmlib while they run (pm__inside), so that pm_finalize can refuse
+ * to tear down under another thread. */
+enum { PM__LIFE_DOWN, PM__LIFE_STARTING, PM__LIFE_UP, PM__LIFE_STOPPING };
+extern atomic_int pm__life, pm__inside;
 int pm__enter(void);
 void pm__leave(int *entered);
 

@@ -1,6 +1,5 @@
 /* Memories: host buffers with a version that tasks and touches bump. */
 #include "core/internal.h"
-#include "exec/cuda.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -31,29 +30,25 @@ static int lookup(const char *fn, pm_memory_t m, pm__memory_t **out)
 static void *host_alloc(size_t bytes, bool *pinned)
 {
     *pinned = false;
-#if PMLIB_HAVE_CUDA
     int ngpu = 0;
     for (int i = 0; i < pm__rt.nstubs; i++)
         ngpu += pm__rt.stubs[i].ops->kind == PM_DEVICE_GPU;
-    if (ngpu > 0 && pm__registry_has_cuda()) {
-        void *p = pm__cuda_host_alloc(bytes);
+    if (ngpu > 0 && pm__hooks.pinned_alloc != NULL && pm__registry_has_cuda()) {
+        void *p = pm__hooks.pinned_alloc(bytes);
         if (p != NULL) {
             *pinned = true;
             return p;
         }
     }
-#endif
     return pm__aligned_alloc(bytes);
 }
 
 static void host_free(pm__memory_t *m)
 {
-#if PMLIB_HAVE_CUDA
     if (m->pinned) {
-        pm__cuda_host_free(m->data);
+        pm__hooks.pinned_free(m->data);
         return;
     }
-#endif
     free(m->data);
 }
 
@@ -104,14 +99,14 @@ static int check_unused_locked(const char *fn, const pm__memory_t *m, const char
  * runtime lock is held on entry and on return. */
 static int gather_locked(const char *fn, pm__memory_t *m)
 {
-    if (!pm__data_is_away(m))
+    if (pm__hooks.away == NULL || !pm__hooks.away(m))
         return 0;
     int rc = check_unused_locked(fn, m, "before gathering it");
     if (rc != 0)
         return rc;
     m->users++; /* no task may start on it, nor may it be released, meanwhile */
     pthread_mutex_unlock(&pm__rt.lock);
-    rc = pm__data_gather(m);
+    rc = pm__hooks.gather(m);
     pthread_mutex_lock(&pm__rt.lock);
     m->users--;
     if (rc != 0)
@@ -141,7 +136,7 @@ int pm_memory_set_lazy(pm_memory_t memory, int lazy)
     rc = check_unused_locked("pm_memory_set_lazy", m, "first");
     if (rc == 0 && !lazy)
         rc = gather_locked("pm_memory_set_lazy", m);
-    if (rc == 0 && pm__data_set_lazy(m, lazy != 0) != 0)
+    if (rc == 0 && pm__hooks.set_lazy != NULL && pm__hooks.set_lazy(m, lazy != 0) != 0)
         rc = PM__FAIL(PM_ENOMEM, "pm_memory_set_lazy: out of memory");
     pthread_mutex_unlock(&pm__rt.lock);
     return rc;
@@ -193,7 +188,8 @@ int pm_memory_touch(pm_memory_t memory)
     rc = check_unused_locked("pm_memory_touch", m, "before writing it");
     if (rc == 0) {
         m->version++;
-        pm__data_forget_away(m); /* the program's bytes are the current ones */
+        if (pm__hooks.touched != NULL)
+            pm__hooks.touched(m); /* the program's bytes are the current ones */
     }
     pthread_mutex_unlock(&pm__rt.lock);
     return rc;
@@ -211,10 +207,11 @@ int pm_memory_release(pm_memory_t memory)
         return rc;
     }
     pm__handle_remove(&pm__rt.memories, m->handle);
-    if (pm__rt.nhosts > 1)
-        pm__proto_memory_released(m->handle);
+    if (pm__hooks.released != NULL)
+        pm__hooks.released(m);
     pthread_mutex_unlock(&pm__rt.lock);
-    pm__data_place_free(m);
+    if (pm__hooks.freed != NULL)
+        pm__hooks.freed(m);
     host_free(m);
     free(m);
     return 0;
@@ -226,7 +223,8 @@ void pm__memory_free_all(void)
     for (uint32_t i = 0; i < t->cap; i++) {
         pm__memory_t *m = t->obj[i];
         if (m != NULL) {
-            pm__data_place_free(m);
+            if (pm__hooks.freed != NULL)
+                pm__hooks.freed(m);
             host_free(m);
             free(m);
         }

@@ -1070,8 +1070,8 @@ static void start_running_locked(pm__task_t *t, bool at_submit)
     /* A task that runs as it is submitted starts at its submit time. */
     t->t_start = at_submit ? t->t_submit : pm__now();
     atomic_store(&t->started, 1);
-    if (pm__rt.nhosts > 1)
-        pm__proto_task_started(t);
+    if (pm__rt.nhosts > 1 && pm__hooks.task_started != NULL)
+        pm__hooks.task_started(t);
     pm__task_ready_locked(t);
 }
 
@@ -1415,8 +1415,8 @@ static void task_finish(pm__task_t *t)
     if (t->status == 0 && t->tree != NULL)
         pm__reduce_tree_apply(t);
     pm__task_gather_pieces(t);
-    if (pm__rt.nhosts > 1)
-        pm__proto_task_finished(t);
+    if (pm__rt.nhosts > 1 && pm__hooks.task_finished != NULL)
+        pm__hooks.task_finished(t);
     t->t_end = pm__now();
     pm__trace_span(-1, PM__TRACE_TASK, t->seq, t->nchunks, t->t_submit, t->t_end);
     if (t->status != 0) {

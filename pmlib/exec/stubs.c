@@ -10,6 +10,7 @@
 #include "exec/cuda.h"
 #include "exec/guard.h"
 #include "sched/model.h"
+#include "sched/proto.h"
 #include "sched/ranges.h"
 
 #include <stdio.h>
@@ -304,7 +305,7 @@ static void run_loop(pm__stub_t *s, pm__task_t *t, uint64_t k)
             const double queued = ready - t->t_submit;
             /* How long its message may have waited for a round here, and
              * then the task for an idle stub to wake: what a probe of a
-             * host left out (and idle) leaves out (comm/proto.c). */
+             * host left out (and idle) leaves out (sched/proto.c). */
             late_ns = (uint64_t)((t->woke_late + (t0 > ready ? t0 - ready : 0)) * 1e9);
             int rc = pm__proto_before_chunk(t, k, fetch);
             more = take_next(s, t, &next, &next_fetch);

@@ -134,8 +134,8 @@ int pm__reduce_tree_apply(pm__task_t *t)
         for (uint32_t k = 0; k < a->ncov; k++) {
             memcpy(dst + a->cov[k].lo, a->data + (a->cov[k].lo - a->lo),
                    a->cov[k].hi - a->cov[k].lo);
-            if (t->mems[m]->place != NULL) /* host 0 holds these bytes now */
-                pm__data_home_range(t->mems[m], a->cov[k].lo, a->cov[k].hi);
+            if (t->mems[m]->place != NULL && pm__hooks.wrote_home != NULL) /* host 0 holds these bytes now */
+                pm__hooks.wrote_home(t->mems[m], a->cov[k].lo, a->cov[k].hi);
         }
     }
     return 0;

@@ -1,5 +1,6 @@
 /* Cost of placing chunks on other hosts; see hosts.h. */
 #include "sched/hosts.h"
+#include "comm/comm.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -242,7 +243,7 @@ static int chunk_sets(const pm__task_t *t, uint64_t c, pm__acc_t *rd, pm__acc_t 
         const pm__sub_t *r = &cs->recs[i];
         if (r->access & PM_READ)
             rc = pm__acc_apply_rows(&rd[r->mem], r->offset, r->block, r->stride, r->count, true);
-        /* What a lazy memory's chunk writes stays where it ran (comm/data.c). */
+        /* What a lazy memory's chunk writes stays where it ran (data/data.c). */
         bool stays = t->mems[r->mem] != NULL && t->mems[r->mem]->lazy &&
                      t->desc.mem[r->mem].reduce == PM_REDUCE_NONE;
         if (rc == 0 && (r->access & PM_WRITE) && !stays)

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm/dir.h"
+#include "data/dir.h"
 
 #define SPAN 4096
 #define HOSTS 5 /* 0 (home) to 4 */

@@ -1,5 +1,5 @@
 /* The directory's map of a memory: which host holds which range (dir.h). */
-#include "comm/dir.h"
+#include "data/dir.h"
 
 #include <stdlib.h>
 #include <string.h>

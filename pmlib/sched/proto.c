@@ -3,7 +3,7 @@
  *
  * Host 0 sends a running task to every host with that host's initial share
  * of the chunks. A host runs its share on its stubs, fetching the input
- * ranges its subtasks subscribed (data.c) and reporting each chunk to host 0
+ * ranges its subtasks subscribed (data/data.c) and reporting each chunk to host 0
  * with the bytes it wrote and any failure. A host that runs dry asks the
  * other hosts, one at a time, for half of their largest range; once every
  * host has said no, it is drained: it sends host 0 its reduce partials (the
@@ -11,14 +11,14 @@
  * finishes the task when every chunk is done and every host drained, then
  * tells every host, which frees its copy.
  */
-#include "comm/comm.h"
-#include "comm/dir.h"
+#include "sched/proto.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "reduce/acc.h"
+#include "data/dir.h"
 #include "sched/hosts.h"
 #include "sched/ranges.h"
 
@@ -65,7 +65,7 @@ static bool sent_to(const pm__task_t *t, int h)
 /* While a task spanning hosts runs, the comm thread polls with the shortest
  * naps: requests for its data must be answered in microseconds. A task that
  * stays on host 0 keeps it as it was. */
-void pm__proto_task_started(pm__task_t *t)
+static void task_started(pm__task_t *t)
 {
     /* Lazy memories: written ranges stay where written (not reduced ones:
      * their partials merge on host 0). Host 0's own chunks fetch what other
@@ -92,7 +92,7 @@ void pm__proto_task_started(pm__task_t *t)
     }
 }
 
-void pm__proto_task_finished(pm__task_t *t)
+static void task_finished(pm__task_t *t)
 {
     if (t->comm_on)
         pm__comm_active(-1);
@@ -105,16 +105,6 @@ void pm__proto_task_finished(pm__task_t *t)
         pm__wbuf_i32(&b, t->status);
         pm__wbuf_str(&b, pm__task_message(t));
         pm__comm_send(h, PM__TAG_TASK_END, &b);
-    }
-}
-
-void pm__proto_memory_released(uint64_t handle)
-{
-    pm__data_relay_forget(handle);
-    for (int h = 1; h < pm__rt.nhosts; h++) {
-        pm__wbuf_t b = {0};
-        pm__wbuf_u64(&b, handle);
-        pm__comm_send(h, PM__TAG_MEM_RELEASE, &b);
     }
 }
 
@@ -263,7 +253,7 @@ nack:
     send_nack(seq, why);
 }
 
-void pm__proto_on_task(int src, pm__rbuf_t *m)
+static void on_task(int src, pm__rbuf_t *m)
 {
     pthread_mutex_lock(&pm__rt.lock);
     int serving = pm__rt.serving;
@@ -298,7 +288,7 @@ void pm__proto_serve(void)
 }
 
 /* Comm thread: starts the tasks that waited for this host to serve. */
-void pm__proto_poll(void)
+static void poll_pending(void)
 {
     while (atomic_load(&npending) > 0) {
         pthread_mutex_lock(&pm__rt.lock);
@@ -319,7 +309,7 @@ void pm__proto_poll(void)
     }
 }
 
-void pm__proto_free_pending(void)
+static void free_pending(void)
 {
     while (pending_head != NULL) {
         pending_msg_t *p = pending_head;
@@ -333,7 +323,7 @@ void pm__proto_free_pending(void)
 
 /* ---- host 0: a host cannot run a task ------------------------------------ */
 
-void pm__proto_on_task_nack(int src, pm__rbuf_t *m)
+static void on_task_nack(int src, pm__rbuf_t *m)
 {
     char why[256];
     uint64_t seq = pm__rbuf_u64(m);
@@ -488,7 +478,7 @@ static uint64_t straggler_locked(pm__task_t *t)
     return best;
 }
 
-void pm__proto_on_copy_req(int src, pm__rbuf_t *m)
+static void on_copy_req(int src, pm__rbuf_t *m)
 {
     uint64_t seq = pm__rbuf_u64(m), chunk = PM__COPY_NONE;
     if (m->bad)
@@ -504,7 +494,7 @@ void pm__proto_on_copy_req(int src, pm__rbuf_t *m)
     pm__comm_send(src, PM__TAG_COPY_REPLY, &b);
 }
 
-void pm__proto_on_copy_reply(int src, pm__rbuf_t *m)
+static void on_copy_reply(int src, pm__rbuf_t *m)
 {
     uint64_t seq = pm__rbuf_u64(m), chunk = pm__rbuf_u64(m);
     (void)src;
@@ -554,7 +544,7 @@ static uint64_t grant_locked(pm__task_t *t, int h, double theirs)
     return k;
 }
 
-void pm__proto_on_steal_req(int src, pm__rbuf_t *m)
+static void on_steal_req(int src, pm__rbuf_t *m)
 {
     uint64_t seq = pm__rbuf_u64(m), bits = pm__rbuf_u64(m), lo = 0, hi = 0;
     if (m->bad)
@@ -583,7 +573,7 @@ void pm__proto_on_steal_req(int src, pm__rbuf_t *m)
     pm__comm_send(src, PM__TAG_STEAL_REPLY, &b);
 }
 
-void pm__proto_on_steal_reply(int src, pm__rbuf_t *m)
+static void on_steal_reply(int src, pm__rbuf_t *m)
 {
     uint64_t seq = pm__rbuf_u64(m), lo = pm__rbuf_u64(m), hi = pm__rbuf_u64(m);
     (void)src;
@@ -761,7 +751,7 @@ static void chunk_landed(void *arg, int status, uint64_t raw, uint64_t wire)
     pm__task_done(t, 1);
 }
 
-void pm__proto_on_chunk_done(int src, pm__rbuf_t *m)
+static void on_chunk_done(int src, pm__rbuf_t *m)
 {
     uint64_t seq = pm__rbuf_u64(m), chunk = pm__rbuf_u64(m), nsub = pm__rbuf_u64(m);
     int32_t kind = pm__rbuf_i32(m);
@@ -865,7 +855,7 @@ static void send_drained_locked(pm__task_t *t)
     pm__task_drop_remote_locked(t);
 }
 
-void pm__proto_on_drained(int src, pm__rbuf_t *m)
+static void on_drained(int src, pm__rbuf_t *m)
 {
     uint64_t seq = pm__rbuf_u64(m);
     pthread_mutex_lock(&pm__rt.lock);
@@ -903,7 +893,7 @@ void pm__proto_on_drained(int src, pm__rbuf_t *m)
 
 /* ---- other hosts: the end of a task --------------------------------------- */
 
-void pm__proto_on_task_end(int src, pm__rbuf_t *m)
+static void on_task_end(int src, pm__rbuf_t *m)
 {
     char msg[256];
     (void)src;
@@ -927,4 +917,38 @@ void pm__proto_on_task_end(int src, pm__rbuf_t *m)
         pm__comm_active(-1);
         pm__task_destroy(t);
     }
+}
+
+/* ---- set-up ---------------------------------------------------------------- */
+
+void pm__proto_init(void)
+{
+    pm__comm_handle(PM__TAG_TASK, on_task);
+    pm__comm_handle(PM__TAG_TASK_NACK, on_task_nack);
+    pm__comm_handle(PM__TAG_CHUNK_DONE, on_chunk_done);
+    pm__comm_handle(PM__TAG_STEAL_REQ, on_steal_req);
+    pm__comm_handle(PM__TAG_STEAL_REPLY, on_steal_reply);
+    pm__comm_handle(PM__TAG_DRAINED, on_drained);
+    pm__comm_handle(PM__TAG_TASK_END, on_task_end);
+    pm__comm_handle(PM__TAG_COPY_REQ, on_copy_req);
+    pm__comm_handle(PM__TAG_COPY_REPLY, on_copy_reply);
+    pm__comm_on_round(poll_pending);
+    pm__hooks.task_started = task_started;
+    pm__hooks.task_finished = task_finished;
+    if (pm__rt.nhosts > 1)
+        pm__hosts_overhead_init(pm__rt.nhosts);
+}
+
+/* What a host costs a task beyond its bytes is at least a few round trips
+ * (sched/hosts.h): the transport measured one to each host at start-up. */
+void pm__proto_start(void)
+{
+    for (int h = 1; h < pm__rt.nhosts; h++)
+        pm__hosts_seed_overhead(h, 2 * pm__comm_rtt(h));
+}
+
+void pm__proto_fini(void)
+{
+    free_pending();
+    pm__hosts_overhead_free();
 }

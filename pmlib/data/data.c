@@ -23,8 +23,8 @@
  * zlib-compressed when the task asks for it, or, in automatic mode, when a
  * sample shrinks.
  */
-#include "comm/comm.h"
-#include "comm/dir.h"
+#include "data/data.h"
+#include "data/dir.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -127,7 +127,7 @@ static void mirror_free(pm__mirror_t *mr)
     free(mr);
 }
 
-void pm__data_on_mem_release(int src, pm__rbuf_t *m)
+static void on_mem_release(int src, pm__rbuf_t *m)
 {
     (void)src;
     uint64_t handle = pm__rbuf_u64(m);
@@ -143,7 +143,7 @@ void pm__data_on_mem_release(int src, pm__rbuf_t *m)
         mirror_free(mr);
 }
 
-void pm__data_free_mirrors(void)
+static void free_mirrors(void)
 {
     pthread_mutex_lock(&mirrors_lock);
     while (mirrors != NULL) {
@@ -156,7 +156,7 @@ void pm__data_free_mirrors(void)
 
 /* ---- host 0: the directory ---------------------------------------------- */
 
-int pm__data_set_lazy(pm__memory_t *m, bool lazy)
+static int set_lazy(pm__memory_t *m, bool lazy)
 {
     if (lazy && m->place == NULL) {
         struct pm__place *p = calloc(1, sizeof *p);
@@ -169,7 +169,7 @@ int pm__data_set_lazy(pm__memory_t *m, bool lazy)
     return 0;
 }
 
-void pm__data_place_free(pm__memory_t *m)
+static void place_free(pm__memory_t *m)
 {
     if (m->pushed != NULL) {
         for (int h = 0; h < pm__rt.nhosts; h++)
@@ -199,7 +199,7 @@ bool pm__data_is_away(pm__memory_t *m)
     return away;
 }
 
-void pm__data_forget_away(pm__memory_t *m)
+static void forget_away(pm__memory_t *m)
 {
     struct pm__place *p = m->place;
     if (p == NULL)
@@ -237,7 +237,7 @@ static void home_rows(pm__memory_t *m, uint64_t off, uint64_t block, uint64_t st
     pthread_mutex_unlock(&p->lock);
 }
 
-void pm__data_home_range(pm__memory_t *m, uint64_t lo, uint64_t hi)
+static void home_range(pm__memory_t *m, uint64_t lo, uint64_t hi)
 {
     if (hi > lo)
         home_rows(m, lo, hi - lo, 0, 1);
@@ -937,7 +937,7 @@ int pm__data_fetch(pm__task_t *t, uint64_t chunk, pm__fetch_t *started)
     }
 }
 
-int pm__data_gather(pm__memory_t *m)
+static int gather(pm__memory_t *m)
 {
     struct pm__place *p = m->place;
     if (p == NULL)
@@ -1562,7 +1562,7 @@ int pm__data_take_push(pm__rbuf_t *m, pm__task_t *t)
  * mirrors. Host 0's memories live while the asking task runs; a mirror
  * lives until its memory is released, which waits for every task using it,
  * and no task writes a range in it while another host may ask for it. */
-void pm__data_on_req(int src, pm__rbuf_t *m)
+static void on_req(int src, pm__rbuf_t *m)
 {
     uint64_t cookie = pm__rbuf_u64(m);
     unsigned asked = (unsigned)pm__rbuf_i32(m);
@@ -1601,7 +1601,7 @@ static void fill_mirrors(pm__fetch_t *f)
     for (size_t i = 0; i < f->recs.n; i++) {
         const rec_t *r = &f->recs.r[i];
         if (pm__rt.host == 0) {
-            pm__data_home_range(f->mems[r->m], r->offset, r->offset + r->block);
+            home_range(f->mems[r->m], r->offset, r->offset + r->block);
             continue;
         }
         pm__mirror_t *mr = mirror_of(f->mems[r->m]);
@@ -1677,7 +1677,7 @@ static pm__seg_t *reply_segs(pm__fetch_t *f, int *nseg)
     return segs;
 }
 
-void pm__data_on_reply(int src, pm__rbuf_t *m)
+static void on_reply(int src, pm__rbuf_t *m)
 {
     (void)src;
     pm__fetch_t *f = (pm__fetch_t *)(uintptr_t)pm__rbuf_u64(m);
@@ -1868,4 +1868,37 @@ pm__accset_t *pm__data_get_accset(pm__rbuf_t *m, pm__task_t *t, int src)
         }
     }
     return acc;
+}
+
+/* ---- set-up ---------------------------------------------------------------- */
+
+/* Host 0: a memory's handle is gone; the other hosts drop their mirrors. */
+static void released(pm__memory_t *m)
+{
+    pm__data_relay_forget(m->handle);
+    for (int h = 1; h < pm__rt.nhosts; h++) {
+        pm__wbuf_t b = {0};
+        pm__wbuf_u64(&b, m->handle);
+        pm__comm_send(h, PM__TAG_MEM_RELEASE, &b);
+    }
+}
+
+void pm__data_init(void)
+{
+    pm__comm_handle(PM__TAG_DATA_REQ, on_req);
+    pm__comm_handle(PM__TAG_DATA_REPLY, on_reply);
+    pm__comm_handle(PM__TAG_MEM_RELEASE, on_mem_release);
+    pm__hooks.away = pm__data_is_away;
+    pm__hooks.gather = gather;
+    pm__hooks.set_lazy = set_lazy;
+    pm__hooks.touched = forget_away;
+    pm__hooks.wrote_home = home_range;
+    pm__hooks.released = pm__rt.nhosts > 1 ? released : NULL;
+    pm__hooks.freed = place_free;
+}
+
+void pm__data_fini(void)
+{
+    free_mirrors();
+    pm__data_relay_forget(0);
 }
