@@ -425,10 +425,6 @@ void pm__task_wake_more(pm__task_t *t, pm_device_kind_t kind, uint64_t chunk_ns)
  * sched/pull.c) must not take them for absent in the moment before they
  * run. Clears their parked flags. */
 void pm__stubs_woken(int k);
-/* Stubs that may still become awake (busy or polling) without taking the
- * program's core: the cores of this rank less one, less the stubs not
- * asleep; below 0 when more are awake than fit (exec/stubs.c). */
-int pm__stubs_poll_room(void);
 void pm__task_unready_locked(pm__task_t *t);
 /* Takes t off the ready lists, if it is on them (no lock held). */
 void pm__task_unready(pm__task_t *t);
@@ -533,9 +529,19 @@ struct pm__stub {
     bool guard_snapping; /* that copy still reads the memories */
 };
 
+/* Whether stub `stub` has run a guarded chunk (exec/guard.c) for over 4
+ * times `ns` (its time per chunk): not to be counted on to take more soon. */
+static inline bool pm__guard_stalled(const pm__stub_t *stubs, int stub, double ns)
+{
+    const pm__stub_t *o = &stubs[stub];
+    if (atomic_load_explicit(&o->guard_task, memory_order_relaxed) == NULL)
+        return false;
+    uint64_t since = atomic_load_explicit(&o->guard_since_ns, memory_order_relaxed);
+    return (double)((uint64_t)(pm__now() * 1e9) - since) > 4 * ns;
+}
+
 extern const pm__device_ops_t pm__cpu_ops;
 /* PMLIB_CHECK (exec/check.c): read in pm_init, after the stubs started. */
-extern int pm__check_mode;
 void pm__check_init(void);
 int pm__stubs_start(void);
 void pm__stubs_stop(void);
@@ -580,8 +586,12 @@ typedef struct pm__host_info {
 extern pm__host_info_t *pm__hosts;
 
 /* Host 0: chunks per second host h runs task t, by the performance model
- * (0: unknown or none). */
+ * (0: unknown or none; sched/hosts.c). */
 double pm__host_speed(pm__task_t *t, int h);
+/* How much of task t host h should get first: its stubs that may run it
+ * (1 each under static-equal); whether CPU stubs may run t. */
+double pm__host_weight(pm__task_t *t, int h);
+bool pm__cpu_eligible(pm__task_t *t);
 /* A prefetch of a chunk's inputs from other hosts (data/data.c). */
 typedef struct pm__fetch pm__fetch_t;
 
@@ -602,7 +612,34 @@ typedef struct pm__hooks {
     void (*wrote_home)(pm__memory_t *m, uint64_t lo, uint64_t hi); /* host 0 wrote [lo, hi) */
     void (*released)(pm__memory_t *m);   /* m's handle is gone (runtime lock held) */
     void (*freed)(pm__memory_t *m);      /* m's bytes go next (no lock held) */
+    /* Host 0, several hosts: a submitted task gets its first shares of
+     * chunks by stubs (0 or PM_ENOMEM); a pull task about to run, its
+     * shares by cost (runtime lock held); a task that ended gives back
+     * what it was expected to take of each host (runtime lock held). */
+    int (*task_split)(pm__task_t *t);
+    void (*task_place)(pm__task_t *t);
+    void (*task_released)(pm__task_t *t);
     void (*task_started)(pm__task_t *t); /* host 0, several hosts, runtime lock held */
+    /* The scheduler: the policy of an id (NULL: none such); a callback set's
+     * performance model, made at registration and destroyed at pm_finalize;
+     * its time per subtask on a kind of device (0: unknown). */
+    const struct pm__sched_policy *(*policy)(pm_sched_t id);
+    struct pm__model *(*model_create)(const char *name, const struct pm__stub *stubs, int nstubs);
+    void (*model_destroy)(struct pm__model *m);
+    double (*model_ns)(const struct pm__model *m, int kind, const char *name);
+    /* The reduce layer: checks a built-in op, and keeps the merge tree of a
+     * task with reduced memories (made at creation, applied at its end). */
+    int (*reduce_check)(pm_reduce_op_t op, pm_type_t type);
+    int (*tree_create)(pm__task_t *t);
+    int (*tree_apply)(pm__task_t *t);
+    void (*tree_free)(pm__task_t *t);
+    /* The stubs: a callback set with a cuda callback was registered (GPUs
+     * set up now); a piece a redistributing subtask made (false: not a
+     * straggler's copy's, keep it as usual). */
+    void (*cuda_registered)(void);
+    bool (*keep_piece)(pm__task_t *t, uint64_t key, uint64_t id, unsigned char *data, size_t bytes);
+    /* The trace: a span (trace/trace.c, pm__trace_span). */
+    void (*trace_span)(int stub, int what, uint64_t task, uint64_t chunk, double t0, double t1);
     void (*task_finished)(pm__task_t *t); /* host 0, several hosts */
 } pm__hooks_t;
 extern pm__hooks_t pm__hooks;
@@ -636,6 +673,7 @@ typedef struct pm__runtime {
     int nstubs, ncpu;
     int ncpu_set; /* PMLIB_NCPU was given */
     pm__stub_t *stubs;
+    size_t ranges_bytes;      /* a task's per-stub scheduling state (sched/ranges.h) */
     pm_sched_t default_sched;
 
     uint64_t spin_ns;         /* PMLIB_SPIN_US: how long idle threads poll */
@@ -692,6 +730,18 @@ bool pm__spin_until(bool (*done)(const void *arg), const void *arg);
 bool pm__spin_for(bool (*done)(const void *arg), const void *arg, uint64_t ns);
 
 extern pm__runtime_t pm__rt;
+/* PMLIB_CHECK: subtasks see only their subscribed bytes (exec/check.c). */
+extern int pm__check_mode;
+/* Stubs that may still become awake (busy or polling) without taking the
+ * program's core: the cores of this rank less one, less the stubs not
+ * asleep; below 0 when more are awake than fit. */
+static inline int pm__stubs_poll_room(void)
+{
+    int awake = pm__rt.nstubs - atomic_load_explicit(&pm__rt.parked[0], memory_order_relaxed) -
+                atomic_load_explicit(&pm__rt.parked[1], memory_order_relaxed);
+    int lent = atomic_load_explicit(&pm__rt.program_asleep, memory_order_relaxed) > 0;
+    return atomic_load_explicit(&pm__rt.spin_room, memory_order_relaxed) + lent - awake;
+}
 
 /* This host's chunks per second in task t, summed over the stubs that timed
  * a chunk of it: by their run time alone (`run_only`) or by their time per

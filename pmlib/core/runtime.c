@@ -12,6 +12,7 @@
 
 pm__runtime_t pm__rt;
 pm__hooks_t pm__hooks;
+int pm__check_mode;
 pm__host_info_t *pm__hosts;
 _Thread_local int pm__internal_thread;
 _Thread_local pm__stub_t *pm__self_stub;

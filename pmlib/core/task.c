@@ -10,11 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "exec/cuda.h"
-#include "reduce/ops.h"
-#include "sched/hosts.h"
-#include "sched/model.h"
-#include "sched/ranges.h"
 
 /* Chunks per task when the descriptor leaves the grain to pmlib: enough for
  * load balance on many stubs, few enough that hand-out costs nothing. */
@@ -60,7 +55,7 @@ static int check_reduce(int index, pm_reduce_op_t op, pm_type_t type)
 {
     if (op == PM_REDUCE_NONE || op == PM_REDUCE_CUSTOM)
         return 0;
-    int rc = pm__reduce_check(op, type);
+    int rc = pm__hooks.reduce_check != NULL ? pm__hooks.reduce_check(op, type) : PM_EINVAL;
     if (rc == PM_ETYPE)
         return PM__FAIL(rc, "memory %d: bitwise reduce ops need an integer type, not float or double", index);
     if (rc != 0)
@@ -107,7 +102,7 @@ static int check_desc(const pm_task_desc_t *d, pm__callbacks_t *cbs)
         return PM__FAIL(PM_EINVAL, "pm_task_submit: desc->conf is NULL but conf_bytes is %zu", d->conf_bytes);
     if (d->devices & ~PM_DEVICE_ANY || d->devices == 0)
         return PM__FAIL(PM_EINVAL, "pm_task_submit: desc->devices must be PM_DEVICE_CPU, PM_DEVICE_GPU or both");
-    if (d->sched != PM_SCHED_DEFAULT && pm__sched_policy(d->sched) == NULL)
+    if (d->sched != PM_SCHED_DEFAULT && pm__hooks.policy(d->sched) == NULL)
         return PM__FAIL(PM_EINVAL, "pm_task_submit: desc->sched %d is not a pm_sched_t value", (int)d->sched);
     for (int i = 0; i < d->nmem; i++) {
         const pm_task_memory_t *m = &d->mem[i];
@@ -162,7 +157,7 @@ int pm__gpu_eligible(const pm__task_t *t, int major, int minor)
     return filter_says((pm__task_t *)t, PM_DEVICE_GPU, major, minor);
 }
 
-static bool cpu_eligible(pm__task_t *t)
+bool pm__cpu_eligible(pm__task_t *t)
 {
     return t->cbs.cb.cpu != NULL && (t->desc.devices & PM_DEVICE_CPU) &&
            filter_says(t, PM_DEVICE_CPU, 0, 0);
@@ -177,10 +172,10 @@ int pm__task_runnable_on(const pm__task_t *t, const pm__stub_t *s)
 
 /* How much of a task host h should get first: its stubs that can run it
  * (all hosts alike under static-equal). */
-static double host_weight(pm__task_t *t, int h)
+double pm__host_weight(pm__task_t *t, int h)
 {
     double w = 0;
-    if (cpu_eligible(t))
+    if (pm__cpu_eligible(t))
         w += pm__hosts[h].ncpu;
     for (int g = 0; g < pm__hosts[h].ngpu && g < PM__MAX_GPUS; g++)
         w += pm__gpu_eligible(t, pm__hosts[h].gpu[g].major, pm__hosts[h].gpu[g].minor);
@@ -192,7 +187,7 @@ static double host_weight(pm__task_t *t, int h)
 static int check_devices(pm__task_t *t)
 {
     for (int h = 0; h < pm__rt.nhosts; h++)
-        if (host_weight(t, h) > 0)
+        if (pm__host_weight(t, h) > 0)
             return 0;
     const pm_callbacks_t *cb = &t->cbs.cb;
     int gpus = 0;
@@ -206,184 +201,6 @@ static int check_devices(pm__task_t *t)
                         "allow PM_DEVICE_CPU or run on hosts with GPUs (pmlib-info lists them)");
     return PM__FAIL(PM_ENODEVICE, "no stub may run callbacks '%s' (device mask %d, device filter); "
                     "widen desc->devices or the filter", t->cbs.name, t->desc.devices);
-}
-
-/* Host 0 splits the chunks among hosts in contiguous shares by weight. */
-static int split_hosts(pm__task_t *t)
-{
-    int n = pm__rt.nhosts;
-    t->host_lo = calloc((size_t)n, sizeof *t->host_lo);
-    t->host_hi = calloc((size_t)n, sizeof *t->host_hi);
-    t->host_fed = calloc((size_t)n, sizeof *t->host_fed);
-    t->host_busy = calloc((size_t)n, sizeof *t->host_busy);
-    t->host_run = calloc((size_t)n, sizeof *t->host_run);
-    if (t->host_lo == NULL || t->host_hi == NULL || t->host_fed == NULL || t->host_busy == NULL ||
-        t->host_run == NULL)
-        return PM_ENOMEM;
-    double total = 0, acc = 0;
-    for (int h = 0; h < n; h++)
-        total += host_weight(t, h);
-    uint64_t lo = 0;
-    for (int h = 0; h < n; h++) {
-        acc += host_weight(t, h);
-        uint64_t hi = (uint64_t)((double)t->nchunks * (acc / total) + 0.5);
-        if (hi > t->nchunks || h == n - 1)
-            hi = t->nchunks;
-        if (host_weight(t, h) <= 0)
-            hi = lo;
-        t->host_lo[h] = lo;
-        t->host_hi[h] = hi;
-        t->host_fed[h] = hi > lo;
-        lo = hi;
-    }
-    t->lo = t->host_lo[0];
-    t->hi = t->host_hi[0];
-    return 0;
-}
-
-/* Chunks per second host h runs, by the performance model, when its
- * devices alike are taken to be as fast as this host's (0: unknown). */
-static double host_rate(pm__task_t *t, int h)
-{
-    const double per = (double)t->grain * 1e-9;
-    double rate = 0;
-    if (cpu_eligible(t) && pm__hosts[h].ncpu > 0) {
-        double ns = pm__model_ns_named(t->cbs.model, PM_DEVICE_CPU, NULL);
-        if (ns <= 0)
-            return 0;
-        rate += pm__hosts[h].ncpu / (ns * per);
-    }
-    for (int g = 0; g < pm__hosts[h].ngpu && g < PM__MAX_GPUS; g++) {
-        const pm__gpu_desc_t *d = &pm__hosts[h].gpu[g];
-        if (!pm__gpu_eligible(t, d->major, d->minor))
-            continue;
-        double ns = pm__model_ns_named(t->cbs.model, PM_DEVICE_GPU, d->name);
-        if (ns <= 0)
-            return 0;
-        rate += 1 / (ns * per);
-    }
-    return rate;
-}
-
-/* Speeds unknown but data to move: another host first gets one chunk per
- * stub that may run the task (it may be slower than its data costs, or far
- * faster); by the speeds measured on those, host 0 grants it more when it
- * asks. Host 0 keeps the rest. */
-static void probe_split(pm__task_t *t)
-{
-    if (host_weight(t, 0) <= 0)
-        return; /* host 0 may not run it: the shares by stubs stand */
-    uint64_t away = 0;
-    for (int h = 1; h < pm__rt.nhosts; h++) {
-        uint64_t want = (uint64_t)host_weight(t, h), had = t->host_hi[h] - t->host_lo[h];
-        away += want < had ? want : had;
-    }
-    uint64_t lo = t->nchunks - away; /* the stub shares held at least this many */
-    t->host_lo[0] = 0;
-    t->host_hi[0] = lo;
-    t->host_fed[0] = lo > 0;
-    for (int h = 1; h < pm__rt.nhosts; h++) {
-        uint64_t want = (uint64_t)host_weight(t, h), had = t->host_hi[h] - t->host_lo[h];
-        uint64_t k = want < had ? want : had;
-        t->host_lo[h] = lo;
-        t->host_hi[h] = lo += k;
-        t->host_fed[h] = k > 0;
-    }
-    pm__debug("task %llu: speeds not known yet: %llu of %llu chunks stay on host 0, one per stub elsewhere",
-              (unsigned long long)t->seq, (unsigned long long)t->host_hi[0], (unsigned long long)t->nchunks);
-}
-
-/*
- * Host 0, as a pull task starts (its subscriptions known): the shares by
- * cost. A host runs its k chunks in lat + k / rate seconds, where lat is
- * moving the bytes every chunk reads and one chunk's own there and back,
- * and rate the slower of its devices' speed and the link's chunks per
- * second. While the model does not yet know every host's devices for these
- * callbacks, a probe split (or, with no data to move, the split by stubs),
- * and stealing, which weighs the same costs with measured speeds.
- */
-static void split_hosts_by_cost(pm__task_t *t)
-{
-    int n = pm__rt.nhosts;
-    double few_l[16], few_r[16];
-    uint64_t few_c[16];
-    double *lat = n <= 16 ? few_l : malloc((size_t)n * sizeof *lat);
-    double *rate = n <= 16 ? few_r : malloc((size_t)n * sizeof *rate);
-    uint64_t *count = n <= 16 ? few_c : malloc((size_t)n * sizeof *count);
-    if (lat == NULL || rate == NULL || count == NULL)
-        goto out;
-    pm__chunk_bytes_t cb;
-    pm__chunk_bytes(t, &cb);
-    t->xfer_common = cb.common;
-    t->xfer_in = cb.in;
-    t->xfer_out = cb.out;
-    bool known = true;
-    for (int h = 0; h < n; h++) {
-        rate[h] = host_weight(t, h) > 0 ? host_rate(t, h) : 0;
-        known &= host_weight(t, h) <= 0 || rate[h] > 0;
-        t->host_run[h].chunk_s = rate[h] > 0 ? 1 / rate[h] : 0;
-    }
-    if (!known) {
-        if (cb.common + cb.in + cb.out > 0)
-            probe_split(t);
-        goto out;
-    }
-    /* Each host starts once the work placed on it before is done: tasks
-     * that run at once (independent ones, or one chunk each) spread over
-     * the hosts instead of queueing on host 0. */
-    lat[0] = pm__hosts_backlog(0);
-    for (int h = 1; h < n; h++) {
-        t->host_run[h].after = pm__hosts_backlog(h);
-        lat[h] = pm__hosts_cost(t, h, false, &rate[h]) + t->host_run[h].after;
-    }
-    pm__split_by_cost(n, lat, rate, t->nchunks, count);
-    t->hosts_by_cost = true;
-    uint64_t lo = 0;
-    for (int h = 0; h < n; h++) {
-        t->host_fed[h] = count[h] > 0;
-        /* A host left out for long gets a chunk now and then, so that an
-         * overhead measured in a bad moment does not keep it out for good. */
-        if (h > 0 && rate[h] > 0 && pm__hosts_probe_due(h, count[h] > 0) && count[0] > 0) {
-            count[0]--;
-            count[h] = 1;
-            t->host_fed[h] = 4;
-        }
-    }
-    /* Host 0 idle and keeping no more chunks than its stubs take at once:
-     * none will be left when another host runs dry, so it says so with
-     * the task, and that host ends its share without asking (a round
-     * trip between hosts per task, before the task could end). */
-    t->no_grants = lat[0] <= 0 && (double)count[0] <= host_weight(t, 0);
-    for (int h = 0; h < n; h++) {
-        t->host_lo[h] = lo;
-        t->host_hi[h] = lo += count[h];
-        t->host_busy[h] = count[h] > 0 && rate[h] > 0 ? (double)count[h] / rate[h] : 0;
-        pm__hosts_backlog_add(h, t->host_busy[h]);
-    }
-    pm__debug("task %llu: %llu of %llu chunks stay on host 0 (%.3g bytes per chunk, %.3g read by all; "
-              "host 0 busy %.3g s, host 1 %.3g s away)", (unsigned long long)t->seq, (unsigned long long)count[0],
-              (unsigned long long)t->nchunks, cb.in + cb.out, cb.common, lat[0], lat[1]);
-out:
-    if (t->host_lo[0] != t->lo || t->host_hi[0] != t->hi) {
-        t->policy->fini(t);
-        t->lo = t->host_lo[0];
-        t->hi = t->host_hi[0];
-        if (t->policy->init(t, pm__rt.nstubs) != 0) {
-            pm__error("out of memory re-planning task %llu; aborting the job", (unsigned long long)t->seq);
-            abort();
-        }
-    }
-    if (lat != few_l)
-        free(lat);
-    if (rate != few_r)
-        free(rate);
-    if (count != few_c)
-        free(count);
-}
-
-double pm__host_speed(pm__task_t *t, int h)
-{
-    return host_weight(t, h) > 0 ? host_rate(t, h) : 0;
 }
 
 /* ---- creation ---------------------------------------------------------- */
@@ -444,7 +261,7 @@ static size_t counts_bytes(void)
 
 static size_t block_bytes(int nmem)
 {
-    return head_bytes(nmem) + counts_bytes() + round64(pm__ranges_space(pm__rt.nstubs));
+    return head_bytes(nmem) + counts_bytes() + round64(pm__rt.ranges_bytes);
 }
 
 static int block_nmem(int nmem)
@@ -529,7 +346,8 @@ static void task_free(pm__task_t *t)
     }
     if (t->policy != NULL)
         t->policy->fini(t);
-    pm__reduce_tree_free(t);
+    if (pm__hooks.tree_free != NULL)
+        pm__hooks.tree_free(t);
     free(t->message);
     if (t->dependents != t->dep_room)
         free(t->dependents);
@@ -590,7 +408,7 @@ int pm__task_create(const pm_task_desc_t *d, const pm__callbacks_t *cbs, pm__tas
     for (int i = 0; i < d->nmem; i++)
         t->nred += d->mem[i].reduce != PM_REDUCE_NONE;
     t->filter_cpu = -1;
-    bool cpu_ok = cpu_eligible(t);
+    bool cpu_ok = pm__cpu_eligible(t);
     t->every_kind = t->desc.sched == PM_SCHED_PULL ? 3u : 0u;
     for (int i = 0; i < pm__rt.nstubs; i++) { /* every stub will look at the task */
         const pm__stub_t *s = &pm__rt.stubs[i];
@@ -622,7 +440,7 @@ int pm__task_create(const pm_task_desc_t *d, const pm__callbacks_t *cbs, pm__tas
         if (t->chunk_subs == NULL)
             goto nomem;
     }
-    if (t->nred > 0 && pm__reduce_tree_create(t) != 0)
+    if (t->nred > 0 && pm__hooks.tree_create(t) != 0)
         goto nomem;
     *out = t;
     return 0;
@@ -830,7 +648,7 @@ static uint64_t cpu_stubs_worth(const pm__task_t *t, double worth_ns)
 {
     if (t->nchunks <= 1)
         return t->nchunks;
-    double ns = pm__model_ns_named(t->cbs.model, PM_DEVICE_CPU, NULL);
+    double ns = pm__hooks.model_ns(t->cbs.model, PM_DEVICE_CPU, NULL);
     if (ns <= 0)
         return t->nchunks;
     double stubs = ns * (double)t->desc.subtasks / worth_ns;
@@ -1064,8 +882,9 @@ static void link_locked(pm__task_t *t)
 /* From here on subtasks may write; versions will move. */
 static void start_running_locked(pm__task_t *t, bool at_submit)
 {
-    if (pm__rt.nhosts > 1 && t->desc.sched == PM_SCHED_PULL && t->host_lo != NULL)
-        split_hosts_by_cost(t);
+    if (pm__rt.nhosts > 1 && t->desc.sched == PM_SCHED_PULL && t->host_lo != NULL &&
+        pm__hooks.task_place != NULL)
+        pm__hooks.task_place(t);
     __atomic_store_n(&t->state, PM__TASK_RUN, __ATOMIC_RELEASE);
     /* A task that runs as it is submitted starts at its submit time. */
     t->t_start = at_submit ? t->t_submit : pm__now();
@@ -1189,10 +1008,10 @@ int pm_task_submit(const pm_task_desc_t *desc, pm_task_t *task)
     if (rc != 0)
         return rc;
     rc = check_devices(t);
-    if (rc == 0 && pm__rt.nhosts > 1 && split_hosts(t) != 0)
+    if (rc == 0 && pm__rt.nhosts > 1 && pm__hooks.task_split != NULL && pm__hooks.task_split(t) != 0)
         rc = PM__FAIL(PM_ENOMEM, "pm_task_submit: out of memory");
     if (rc == 0) {
-        t->policy = pm__sched_policy(t->desc.sched);
+        t->policy = pm__hooks.policy(t->desc.sched);
         rc = t->policy->init(t, pm__rt.nstubs);
         if (rc != 0)
             t->policy = NULL;
@@ -1336,23 +1155,6 @@ static void fill_stats(const pm__task_t *t, pm_task_stats_t *s)
  * devices' time per chunk is the model's scaled by how host 0's own stubs
  * ran in this task, so that what slows every host (a first pass over fresh
  * pages, plans made on the first call) is not taken for a cost of moving. */
-static void learn_host_costs(pm__task_t *t)
-{
-    if (!t->hosts_by_cost)
-        return;
-    double here = pm__stubs_rate(t, true), scale = 1;
-    if (here > 0 && t->host_run[0].chunk_s > 0)
-        scale = 1 / here / t->host_run[0].chunk_s;
-    for (int h = 1; h < pm__rt.nhosts; h++) {
-        pm__host_ran_t *r = &t->host_run[h];
-        unsigned chunks = atomic_load(&r->chunks);
-        if (chunks == 0 || r->chunk_s <= 0 || t->host_fed[h] == 3)
-            continue;
-        pm__hosts_note_finish(t, h, atomic_load(&r->last) - t->t_start - r->after, chunks, r->chunk_s * scale,
-                              t->host_fed[h] == 5);
-    }
-}
-
 static void release_locked(pm__task_t *t)
 {
     /* A task that failed before any subtask ran changed nothing. */
@@ -1369,13 +1171,8 @@ static void release_locked(pm__task_t *t)
     pm__task_unready(t);
     tlist_remove(&pm__rt.active, t, ACTIVE_LINK);
     seq_remove_locked(t);
-    if (t->host_busy != NULL)
-        for (int h = 0; h < pm__rt.nhosts; h++) {
-            pm__hosts_backlog_add(h, -t->host_busy[h]);
-            t->host_busy[h] = 0;
-        }
-    if (t->host_run != NULL && t->status == 0)
-        learn_host_costs(t);
+    if (t->host_busy != NULL && pm__hooks.task_released != NULL)
+        pm__hooks.task_released(t);
     __atomic_sub_fetch(&pm__rt.nactive_local, 1, __ATOMIC_RELEASE);
     for (int i = 0; i < t->ndependents; i++)
         if (--t->dependents[i]->ndeps == 0)
@@ -1413,12 +1210,13 @@ static bool quick_finish(pm__task_t *t)
 static void task_finish(pm__task_t *t)
 {
     if (t->status == 0 && t->tree != NULL)
-        pm__reduce_tree_apply(t);
+        pm__hooks.tree_apply(t);
     pm__task_gather_pieces(t);
     if (pm__rt.nhosts > 1 && pm__hooks.task_finished != NULL)
         pm__hooks.task_finished(t);
     t->t_end = pm__now();
-    pm__trace_span(-1, PM__TRACE_TASK, t->seq, t->nchunks, t->t_submit, t->t_end);
+    if (pm__hooks.trace_span != NULL)
+        pm__hooks.trace_span(-1, PM__TRACE_TASK, t->seq, t->nchunks, t->t_submit, t->t_end);
     if (t->status != 0) {
         if (t->nfailed > 1)
             pm__error("task %llu ('%s') failed: %s (%s); %llu subtasks failed in all",

@@ -15,7 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-int pm__check_mode;
 
 typedef struct check_mem {
     unsigned char *view; /* cap bytes, all poison between subtasks */

@@ -51,15 +51,6 @@ static uint64_t now_ns(void)
     return (uint64_t)(pm__now() * 1e9);
 }
 
-bool pm__guard_stalled(int stub, double ns)
-{
-    const pm__stub_t *o = &pm__rt.stubs[stub];
-    if (atomic_load_explicit(&o->guard_task, memory_order_relaxed) == NULL)
-        return false;
-    uint64_t since = atomic_load_explicit(&o->guard_since_ns, memory_order_relaxed);
-    return (double)(now_ns() - since) > 4 * ns;
-}
-
 bool pm__guard_any(void)
 {
     return atomic_load_explicit(&guarded_now, memory_order_relaxed) > 0;

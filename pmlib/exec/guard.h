@@ -27,9 +27,6 @@ enum pm__guard_end pm__guard_run(pm__stub_t *s, pm__task_t *t, uint64_t k);
  * run for long enough, if there is one (true). Else *wait_ns is how long
  * until one may become due (0: none runs guarded). */
 bool pm__guard_copy(pm__stub_t *s, uint64_t *wait_ns);
-/* Whether stub `stub` has run a guarded chunk for over 4 times `ns` (its
- * time per chunk): not to be counted on to take more soon. */
-bool pm__guard_stalled(int stub, double ns);
 /* Whether any stub runs a guarded chunk (a hint, read without locks). */
 bool pm__guard_any(void);
 /* A stub ran a chunk far slower than the task's fastest: its next chunks

@@ -389,14 +389,6 @@ static void unlock_work(void)
         pthread_mutex_unlock(&pm__rt.lock);
 }
 
-int pm__stubs_poll_room(void)
-{
-    int awake = pm__rt.nstubs - atomic_load_explicit(&pm__rt.parked[0], memory_order_relaxed) -
-                atomic_load_explicit(&pm__rt.parked[1], memory_order_relaxed);
-    int lent = atomic_load_explicit(&pm__rt.program_asleep, memory_order_relaxed) > 0;
-    return atomic_load_explicit(&pm__rt.spin_room, memory_order_relaxed) + lent - awake;
-}
-
 /* Whether an idle stub may poll (ready lock): the first one always; more
  * while the stubs not asleep, this one included, fit in the cores left
  * beside the program's thread, so that a poller never takes a core from a

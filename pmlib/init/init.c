@@ -16,7 +16,11 @@
 #include "comm/comm.h"
 #include "data/data.h"
 #include "exec/cuda.h"
+#include "exec/guard.h"
+#include "reduce/ops.h"
+#include "sched/model.h"
 #include "sched/proto.h"
+#include "sched/ranges.h"
 
 static int online_cpus(void)
 {
@@ -33,6 +37,17 @@ static int online_cpus(void)
 static void set_hooks(void)
 {
     memset(&pm__hooks, 0, sizeof pm__hooks);
+    pm__hooks.policy = pm__sched_policy;
+    pm__hooks.model_create = pm__model_create;
+    pm__hooks.model_destroy = pm__model_destroy;
+    pm__hooks.model_ns = pm__model_ns_named;
+    pm__hooks.reduce_check = pm__reduce_check;
+    pm__hooks.tree_create = pm__reduce_tree_create;
+    pm__hooks.tree_apply = pm__reduce_tree_apply;
+    pm__hooks.tree_free = pm__reduce_tree_free;
+    pm__hooks.cuda_registered = pm__stubs_warm;
+    pm__hooks.keep_piece = pm__guard_keep_piece;
+    pm__hooks.trace_span = pm__trace_span;
 #if PMLIB_HAVE_CUDA
     pm__hooks.pinned_alloc = pm__cuda_host_alloc;
     pm__hooks.pinned_free = pm__cuda_host_free;
@@ -121,6 +136,7 @@ int pm_init(int *argc, char ***argv)
     pthread_cond_init(&pm__rt.work_cv[1], NULL);
     pthread_cond_init(&pm__rt.done_cv, NULL);
     rc = pm__stubs_start();
+    pm__rt.ranges_bytes = pm__ranges_space(pm__rt.nstubs);
     /* More busy threads than cores (stubs, the program's thread, other
      * ranks here): pollers yield their core while they wait. */
     pm__rt.crowded = (long)pm__rt.local_size * (pm__rt.nstubs + 1) > online_cpus();

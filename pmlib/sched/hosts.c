@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "reduce/acc.h"
+#include "sched/model.h"
 
 /* Per host (runtime lock): the overhead, the tasks in a row the costs left
  * it out of, and after how many it gets a chunk anyway. */
@@ -334,4 +335,216 @@ void pm__chunk_bytes(const pm__task_t *t, pm__chunk_bytes_t *b)
     b->common = both;
     b->in = per_in > 0 ? per_in : 0;
     b->out = per_out;
+}
+
+/* ---- placing a task among the hosts -------------------------------------- */
+
+/* Host 0 splits the chunks among hosts in contiguous shares by weight. */
+static int split_hosts(pm__task_t *t)
+{
+    int n = pm__rt.nhosts;
+    t->host_lo = calloc((size_t)n, sizeof *t->host_lo);
+    t->host_hi = calloc((size_t)n, sizeof *t->host_hi);
+    t->host_fed = calloc((size_t)n, sizeof *t->host_fed);
+    t->host_busy = calloc((size_t)n, sizeof *t->host_busy);
+    t->host_run = calloc((size_t)n, sizeof *t->host_run);
+    if (t->host_lo == NULL || t->host_hi == NULL || t->host_fed == NULL || t->host_busy == NULL ||
+        t->host_run == NULL)
+        return PM_ENOMEM;
+    double total = 0, acc = 0;
+    for (int h = 0; h < n; h++)
+        total += pm__host_weight(t, h);
+    uint64_t lo = 0;
+    for (int h = 0; h < n; h++) {
+        acc += pm__host_weight(t, h);
+        uint64_t hi = (uint64_t)((double)t->nchunks * (acc / total) + 0.5);
+        if (hi > t->nchunks || h == n - 1)
+            hi = t->nchunks;
+        if (pm__host_weight(t, h) <= 0)
+            hi = lo;
+        t->host_lo[h] = lo;
+        t->host_hi[h] = hi;
+        t->host_fed[h] = hi > lo;
+        lo = hi;
+    }
+    t->lo = t->host_lo[0];
+    t->hi = t->host_hi[0];
+    return 0;
+}
+
+/* Chunks per second host h runs, by the performance model, when its
+ * devices alike are taken to be as fast as this host's (0: unknown). */
+static double host_rate(pm__task_t *t, int h)
+{
+    const double per = (double)t->grain * 1e-9;
+    double rate = 0;
+    if (pm__cpu_eligible(t) && pm__hosts[h].ncpu > 0) {
+        double ns = pm__model_ns_named(t->cbs.model, PM_DEVICE_CPU, NULL);
+        if (ns <= 0)
+            return 0;
+        rate += pm__hosts[h].ncpu / (ns * per);
+    }
+    for (int g = 0; g < pm__hosts[h].ngpu && g < PM__MAX_GPUS; g++) {
+        const pm__gpu_desc_t *d = &pm__hosts[h].gpu[g];
+        if (!pm__gpu_eligible(t, d->major, d->minor))
+            continue;
+        double ns = pm__model_ns_named(t->cbs.model, PM_DEVICE_GPU, d->name);
+        if (ns <= 0)
+            return 0;
+        rate += 1 / (ns * per);
+    }
+    return rate;
+}
+
+/* Speeds unknown but data to move: another host first gets one chunk per
+ * stub that may run the task (it may be slower than its data costs, or far
+ * faster); by the speeds measured on those, host 0 grants it more when it
+ * asks. Host 0 keeps the rest. */
+static void probe_split(pm__task_t *t)
+{
+    if (pm__host_weight(t, 0) <= 0)
+        return; /* host 0 may not run it: the shares by stubs stand */
+    uint64_t away = 0;
+    for (int h = 1; h < pm__rt.nhosts; h++) {
+        uint64_t want = (uint64_t)pm__host_weight(t, h), had = t->host_hi[h] - t->host_lo[h];
+        away += want < had ? want : had;
+    }
+    uint64_t lo = t->nchunks - away; /* the stub shares held at least this many */
+    t->host_lo[0] = 0;
+    t->host_hi[0] = lo;
+    t->host_fed[0] = lo > 0;
+    for (int h = 1; h < pm__rt.nhosts; h++) {
+        uint64_t want = (uint64_t)pm__host_weight(t, h), had = t->host_hi[h] - t->host_lo[h];
+        uint64_t k = want < had ? want : had;
+        t->host_lo[h] = lo;
+        t->host_hi[h] = lo += k;
+        t->host_fed[h] = k > 0;
+    }
+    pm__debug("task %llu: speeds not known yet: %llu of %llu chunks stay on host 0, one per stub elsewhere",
+              (unsigned long long)t->seq, (unsigned long long)t->host_hi[0], (unsigned long long)t->nchunks);
+}
+
+/*
+ * Host 0, as a pull task starts (its subscriptions known): the shares by
+ * cost. A host runs its k chunks in lat + k / rate seconds, where lat is
+ * moving the bytes every chunk reads and one chunk's own there and back,
+ * and rate the slower of its devices' speed and the link's chunks per
+ * second. While the model does not yet know every host's devices for these
+ * callbacks, a probe split (or, with no data to move, the split by stubs),
+ * and stealing, which weighs the same costs with measured speeds.
+ */
+static void split_hosts_by_cost(pm__task_t *t)
+{
+    int n = pm__rt.nhosts;
+    double few_l[16] = {0}, few_r[16] = {0};
+    uint64_t few_c[16];
+    double *lat = n <= 16 ? few_l : malloc((size_t)n * sizeof *lat);
+    double *rate = n <= 16 ? few_r : malloc((size_t)n * sizeof *rate);
+    uint64_t *count = n <= 16 ? few_c : malloc((size_t)n * sizeof *count);
+    if (lat == NULL || rate == NULL || count == NULL)
+        goto out;
+    pm__chunk_bytes_t cb;
+    pm__chunk_bytes(t, &cb);
+    t->xfer_common = cb.common;
+    t->xfer_in = cb.in;
+    t->xfer_out = cb.out;
+    bool known = true;
+    for (int h = 0; h < n; h++) {
+        rate[h] = pm__host_weight(t, h) > 0 ? host_rate(t, h) : 0;
+        known &= pm__host_weight(t, h) <= 0 || rate[h] > 0;
+        t->host_run[h].chunk_s = rate[h] > 0 ? 1 / rate[h] : 0;
+    }
+    if (!known) {
+        if (cb.common + cb.in + cb.out > 0)
+            probe_split(t);
+        goto out;
+    }
+    /* Each host starts once the work placed on it before is done: tasks
+     * that run at once (independent ones, or one chunk each) spread over
+     * the hosts instead of queueing on host 0. */
+    lat[0] = pm__hosts_backlog(0);
+    for (int h = 1; h < n; h++) {
+        t->host_run[h].after = pm__hosts_backlog(h);
+        lat[h] = pm__hosts_cost(t, h, false, &rate[h]) + t->host_run[h].after;
+    }
+    pm__split_by_cost(n, lat, rate, t->nchunks, count);
+    t->hosts_by_cost = true;
+    uint64_t lo = 0;
+    for (int h = 0; h < n; h++) {
+        t->host_fed[h] = count[h] > 0;
+        /* A host left out for long gets a chunk now and then, so that an
+         * overhead measured in a bad moment does not keep it out for good. */
+        if (h > 0 && rate[h] > 0 && pm__hosts_probe_due(h, count[h] > 0) && count[0] > 0) {
+            count[0]--;
+            count[h] = 1;
+            t->host_fed[h] = 4;
+        }
+    }
+    /* Host 0 idle and keeping no more chunks than its stubs take at once:
+     * none will be left when another host runs dry, so it says so with
+     * the task, and that host ends its share without asking (a round
+     * trip between hosts per task, before the task could end). */
+    t->no_grants = lat[0] <= 0 && (double)count[0] <= pm__host_weight(t, 0);
+    for (int h = 0; h < n; h++) {
+        t->host_lo[h] = lo;
+        t->host_hi[h] = lo += count[h];
+        t->host_busy[h] = count[h] > 0 && rate[h] > 0 ? (double)count[h] / rate[h] : 0;
+        pm__hosts_backlog_add(h, t->host_busy[h]);
+    }
+    pm__debug("task %llu: %llu of %llu chunks stay on host 0 (%.3g bytes per chunk, %.3g read by all; "
+              "host 0 busy %.3g s, host 1 %.3g s away)", (unsigned long long)t->seq, (unsigned long long)count[0],
+              (unsigned long long)t->nchunks, cb.in + cb.out, cb.common, lat[0], lat[1]);
+out:
+    if (t->host_lo[0] != t->lo || t->host_hi[0] != t->hi) {
+        t->policy->fini(t);
+        t->lo = t->host_lo[0];
+        t->hi = t->host_hi[0];
+        if (t->policy->init(t, pm__rt.nstubs) != 0) {
+            pm__error("out of memory re-planning task %llu; aborting the job", (unsigned long long)t->seq);
+            abort();
+        }
+    }
+    if (lat != few_l)
+        free(lat);
+    if (rate != few_r)
+        free(rate);
+    if (count != few_c)
+        free(count);
+}
+
+double pm__host_speed(pm__task_t *t, int h)
+{
+    return pm__host_weight(t, h) > 0 ? host_rate(t, h) : 0;
+}
+
+
+/* Host 0, a task ended: the work placed on each host is done, and what it
+ * cost there is learned (pm__hosts_note_finish). */
+static void release_task(pm__task_t *t)
+{
+    for (int h = 0; h < pm__rt.nhosts; h++) {
+        pm__hosts_backlog_add(h, -t->host_busy[h]);
+        t->host_busy[h] = 0;
+    }
+    if (t->host_run == NULL || t->status != 0 || !t->hosts_by_cost)
+        return;
+    double here = pm__stubs_rate(t, true), scale = 1;
+    if (here > 0 && t->host_run[0].chunk_s > 0)
+        scale = 1 / here / t->host_run[0].chunk_s;
+    for (int h = 1; h < pm__rt.nhosts; h++) {
+        pm__host_ran_t *r = &t->host_run[h];
+        unsigned chunks = atomic_load(&r->chunks);
+        if (chunks == 0 || r->chunk_s <= 0 || t->host_fed[h] == 3)
+            continue;
+        pm__hosts_note_finish(t, h, atomic_load(&r->last) - t->t_start - r->after, chunks, r->chunk_s * scale,
+                              t->host_fed[h] == 5);
+    }
+}
+
+
+void pm__hosts_hooks(void)
+{
+    pm__hooks.task_split = split_hosts;
+    pm__hooks.task_place = split_hosts_by_cost;
+    pm__hooks.task_released = release_task;
 }

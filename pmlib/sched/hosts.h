@@ -88,4 +88,7 @@ typedef struct pm__chunk_bytes {
 } pm__chunk_bytes_t;
 void pm__chunk_bytes(const pm__task_t *t, pm__chunk_bytes_t *b);
 
+/* Fills core's hooks that place tasks among the hosts (pm__hooks). */
+void pm__hosts_hooks(void);
+
 #endif /* PMLIB_SCHED_HOSTS_H */

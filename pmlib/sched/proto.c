@@ -935,6 +935,7 @@ void pm__proto_init(void)
     pm__comm_on_round(poll_pending);
     pm__hooks.task_started = task_started;
     pm__hooks.task_finished = task_finished;
+    pm__hosts_hooks();
     if (pm__rt.nhosts > 1)
         pm__hosts_overhead_init(pm__rt.nhosts);
 }

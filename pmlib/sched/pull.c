@@ -7,7 +7,6 @@
  */
 #include <stdlib.h>
 
-#include "exec/guard.h"
 #include "sched/model.h"
 #include "sched/ranges.h"
 
@@ -141,7 +140,7 @@ static bool pays(const pm__task_t *t, int nstubs, int stub, uint64_t left,
         double ns = s == stub ? 0 : pm__model_chunk_ns(t, s);
         if (ns > 0 && on_cpu(s))
             ns += back;
-        if (ns > 0 && ns * PM__SLOW_FACTOR < mine && may_come(t, gone, s) && !pm__guard_stalled(s, ns))
+        if (ns > 0 && ns * PM__SLOW_FACTOR < mine && may_come(t, gone, s) && !pm__guard_stalled(pm__rt.stubs, s, ns))
             rate += 1.0 / ns;
     }
     if (rate == 0)
