@@ -66,6 +66,7 @@ static pthread_mutex_t progress = PTHREAD_MUTEX_INITIALIZER;
  * every round runs, as the layers above set them. */
 static pm__handler_fn handlers[PM__TAG_LAST - PM__TAG_PING];
 static void (*round_fn)(void);
+static void (*lost_fn)(int dead);
 
 void pm__comm_handle(int tag, pm__handler_fn fn)
 {
@@ -76,6 +77,11 @@ void pm__comm_handle(int tag, pm__handler_fn fn)
 void pm__comm_on_round(void (*fn)(void))
 {
     round_fn = fn;
+}
+
+void pm__comm_on_host_lost(void (*fn)(int dead))
+{
+    lost_fn = fn;
 }
 
 /* Whether an MPI launcher started this process (Open MPI, PMIx, PMI). */
@@ -449,6 +455,8 @@ static void host_lost(int dead, double silent)
     snprintf(why, sizeof why, "host %d has not answered for %.0f s (killed, crashed or unreachable)",
              dead, silent);
     pm__error("%s; ending the job (PMLIB_HOST_TIMEOUT sets the limit)", why);
+    if (pm__rt.host == 0 && lost_fn != NULL)
+        lost_fn(dead);
     if (pm__rt.host == 0) {
         for (int h = 1; h < pm__rt.nhosts; h++) {
             if (h == dead)

@@ -101,5 +101,8 @@ typedef void (*pm__handler_fn)(int src, pm__rbuf_t *msg);
 void pm__comm_handle(int tag, pm__handler_fn fn);
 /* Sets a function every round runs after the handlers (NULL: none). */
 void pm__comm_on_round(void (*fn)(void));
+/* Sets a function host 0 runs when it finds a host dead, before it ends
+ * the job (NULL: none): it may say what was lost, and must not block. */
+void pm__comm_on_host_lost(void (*fn)(int dead));
 
 #endif /* PMLIB_COMM_COMM_H */

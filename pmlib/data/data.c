@@ -24,6 +24,7 @@
  * sample shrinks.
  */
 #include "data/data.h"
+#include "data/copies.h"
 #include "data/dir.h"
 
 #include <stdlib.h>
@@ -42,7 +43,9 @@ typedef struct spans {
 typedef struct pm__mirror {
     pm__memory_t mem; /* first, so a task's mems[] entry leads back here */
     pthread_mutex_t lock;
-    pm__acc_t valid;
+    /* Its copy in the directory of copies (copies.h): valid ranges at the
+     * memory's version (c.valid, guarded by `lock`). */
+    pm__copy_t c;
     /* Strided reads that landed whole, kept as records: one per fetch, not
      * one interval per row (thousands of rows would make every lookup and
      * insert of `valid` crawl). */
@@ -96,14 +99,18 @@ pm__memory_t *pm__data_mirror(uint64_t handle, size_t bytes, uint64_t version, c
             return NULL;
         }
         mr->mem = (pm__memory_t){.handle = handle, .data = data, .bytes = bytes, .version = version};
+        mr->c = (pm__copy_t){.handle = handle, .bytes = bytes, .version = version, .place = PM__PLACE_HOST};
         pthread_mutex_init(&mr->lock, NULL);
         mr->next = mirrors;
         mirrors = mr;
+        pm__copies_lock();
+        pm__copies_add(&mr->c);
+        pm__copies_unlock();
     }
     pthread_mutex_unlock(&mirrors_lock);
     pthread_mutex_lock(&mr->lock);
     if (mr->mem.version != version) {
-        mr->valid.ncov = 0;
+        pm__copy_sync(&mr->c, version); /* written elsewhere: nothing is known valid */
         mr->nrows = 0;
         mr->mem.version = version;
     }
@@ -111,15 +118,18 @@ pm__memory_t *pm__data_mirror(uint64_t handle, size_t bytes, uint64_t version, c
     int rc = pm__holders_copy(&mr->away, away);
     for (uint32_t i = 0; i < mr->away.n && rc == 0; i++)
         if (mr->away.r[i].host == pm__rt.host)
-            rc = pm__acc_cover(&mr->valid, mr->away.r[i].lo, mr->away.r[i].hi);
+            rc = pm__acc_cover(&mr->c.valid, mr->away.r[i].lo, mr->away.r[i].hi);
     pthread_mutex_unlock(&mr->lock);
     return rc == 0 ? &mr->mem : NULL;
 }
 
 static void mirror_free(pm__mirror_t *mr)
 {
+    pm__copies_lock();
+    pm__copies_remove(&mr->c);
+    pm__copies_unlock();
     pthread_mutex_destroy(&mr->lock);
-    pm__acc_free(&mr->valid);
+    pm__copy_free(&mr->c);
     free(mr->rows);
     free(mr->inflight.r);
     pm__holders_free(&mr->away);
@@ -579,7 +589,7 @@ static int add_missing(recs_t *by, int m, pm__mirror_t *mr, uint64_t lo, uint64_
 {
     uint64_t glo, ghi;
     int rc = 0;
-    while (rc == 0 && pm__acc_gap(&mr->valid, lo, hi, &glo, &ghi)) {
+    while (rc == 0 && pm__acc_gap(&mr->c.valid, lo, hi, &glo, &ghi)) {
         rc = want_part(by, m, mr, glo, ghi, wait);
         lo = ghi;
     }
@@ -631,7 +641,7 @@ static bool have_rows(const pm__mirror_t *mr, uint64_t offset, uint64_t block, u
         if (r->offset == offset && r->block == block && r->stride == stride && r->count == count)
             return true;
     }
-    return pm__acc_covers_rows(&mr->valid, offset, block, stride, count);
+    return pm__acc_covers_rows(&mr->c.valid, offset, block, stride, count);
 }
 
 static void add_rows(pm__mirror_t *mr, const rec_t *r)
@@ -1179,7 +1189,7 @@ static enum relay_state relay_state(uint64_t handle, const rec_t *r)
     enum relay_state st;
     pthread_mutex_lock(&mr->lock);
     if (r->count == 1)
-        st = pm__acc_covers(&mr->valid, r->offset, r->offset + r->block) ? HAVE
+        st = pm__acc_covers(&mr->c.valid, r->offset, r->offset + r->block) ? HAVE
            : overlaps_inflight(&mr->inflight, r->offset, r->offset + r->block) ? COMING
                                                                               : MISSING;
     else
@@ -1528,8 +1538,8 @@ void pm__data_put_push(pm__wbuf_t *b, const pm__task_t *t, int h)
  * locked). */
 static void push_in(pm__mirror_t *mr, uint64_t lo, uint64_t hi, const unsigned char *bytes)
 {
-    for (uint64_t pos = lo, a, z; pm__acc_gap(&mr->valid, pos, hi, &a, &z); pos = z)
-        if (!overlaps_inflight(&mr->inflight, a, z) && pm__acc_cover(&mr->valid, a, z) == 0)
+    for (uint64_t pos = lo, a, z; pm__acc_gap(&mr->c.valid, pos, hi, &a, &z); pos = z)
+        if (!overlaps_inflight(&mr->inflight, a, z) && pm__acc_cover(&mr->c.valid, a, z) == 0)
             memcpy((unsigned char *)mr->mem.data + a, bytes + (a - lo), z - a);
 }
 
@@ -1608,7 +1618,7 @@ static void fill_mirrors(pm__fetch_t *f)
         unsigned char *base = mr->mem.data;
         pthread_mutex_lock(&mr->lock);
         if (r->count == 1) {
-            pm__acc_cover(&mr->valid, r->offset, r->offset + r->block);
+            pm__acc_cover(&mr->c.valid, r->offset, r->offset + r->block);
             pthread_mutex_unlock(&mr->lock);
             continue;
         }
@@ -1616,7 +1626,7 @@ static void fill_mirrors(pm__fetch_t *f)
         if (!have_rows(mr, r->offset, r->block, r->stride, r->count)) {
             for (uint64_t q = 0; q < r->count; q++) {
                 uint64_t lo = r->offset + q * r->stride;
-                if (!pm__acc_covers(&mr->valid, lo, lo + r->block))
+                if (!pm__acc_covers(&mr->c.valid, lo, lo + r->block))
                     memcpy(base + lo, in + q * r->block, r->block);
             }
             add_rows(mr, r);
@@ -1870,6 +1880,56 @@ pm__accset_t *pm__data_get_accset(pm__rbuf_t *m, pm__task_t *t, int src)
     return acc;
 }
 
+/* ---- a host lost ------------------------------------------------------------ */
+
+/* Whether host 0 has every byte of [lo, hi) too (p->lock held). */
+static bool all_home_too(const struct pm__place *p, uint64_t lo, uint64_t hi)
+{
+    const pm__holders_t *h = &p->also_home;
+    for (uint32_t i = pm__holders_find(h, lo); i < h->n && lo < hi; i++) {
+        if (h->r[i].lo > lo)
+            return false;
+        lo = h->r[i].hi;
+    }
+    return lo >= hi;
+}
+
+/* Host 0 found host `dead` dead, and the job ends: names the ranges of lazy
+ * memories whose only current copy that host held. On the comm thread, so
+ * it takes no lock it would wait for. */
+static void host_lost(int dead)
+{
+    if (pthread_mutex_trylock(&pm__rt.lock) != 0) {
+        pm__error("host %d may have held the only copy of ranges of lazy memories; they are lost", dead);
+        return;
+    }
+    const pm__handle_table_t *t = &pm__rt.memories;
+    uint64_t nlost = 0, bytes = 0, said = 0;
+    for (uint32_t i = 0; i < t->cap; i++) {
+        pm__memory_t *m = t->obj[i];
+        struct pm__place *p = m != NULL ? m->place : NULL;
+        if (p == NULL || pthread_mutex_trylock(&p->lock) != 0)
+            continue;
+        for (uint32_t k = 0; k < p->away.n; k++) {
+            const pm__held_t *r = &p->away.r[k];
+            if (r->host != dead || all_home_too(p, r->lo, r->hi))
+                continue;
+            nlost++;
+            bytes += r->hi - r->lo;
+            if (said++ < 4)
+                pm__error("host %d held the only copy of bytes %llu..%llu of memory %#llx (written there "
+                          "by a task, the memory lazy, not yet home); they are lost", dead,
+                          (unsigned long long)r->lo, (unsigned long long)r->hi - 1,
+                          (unsigned long long)m->handle);
+        }
+        pthread_mutex_unlock(&p->lock);
+    }
+    pthread_mutex_unlock(&pm__rt.lock);
+    if (nlost > 4)
+        pm__error("host %d held the only copy of %llu ranges in all (%llu bytes)", dead,
+                  (unsigned long long)nlost, (unsigned long long)bytes);
+}
+
 /* ---- set-up ---------------------------------------------------------------- */
 
 /* Host 0: a memory's handle is gone; the other hosts drop their mirrors. */
@@ -1888,6 +1948,7 @@ void pm__data_init(void)
     pm__comm_handle(PM__TAG_DATA_REQ, on_req);
     pm__comm_handle(PM__TAG_DATA_REPLY, on_reply);
     pm__comm_handle(PM__TAG_MEM_RELEASE, on_mem_release);
+    pm__comm_on_host_lost(host_lost);
     pm__hooks.away = pm__data_is_away;
     pm__hooks.gather = gather;
     pm__hooks.set_lazy = set_lazy;

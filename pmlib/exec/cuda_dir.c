@@ -232,26 +232,26 @@ static int cache_insert(cuda_priv_t *p, const pm__memory_t *mem, uint64_t lo, ui
 
 void pm__cu_mirror_free(cuda_priv_t *p, mirror_t *mr)
 {
+    pm__copies_lock();
+    pm__copies_remove(&mr->c);
+    pm__copies_unlock();
     pm__cu_dev_free(p, &mr->buf);
     if (mr->filled != NULL)
         PM__CUDA(QUIET, cudaEventDestroy(mr->filled));
-    pm__acc_free(&mr->valid);
-    pm__acc_free(&mr->writing);
-    pm__acc_free(&mr->pending);
+    pm__copy_free(&mr->c);
     free(mr);
 }
 
 /*
  * ---- peers: the mirrors of the other GPUs of this process -----------------
- * A GPU that lacks part of a memory copies it from another GPU of the
- * process whose mirror holds it at the memory's version (by NVLink or PCIe,
- * where cudaDeviceCanAccessPeer says so), else from the host. One lock
- * guards every stub's mirror list and each mirror's version, valid,
- * writing, pending and peer_refs: the owner changes them only under it and
- * reads its own without it; a peer reads them only under it. A mirror that
- * peers copy from (peer_refs) is not evicted.
+ * Each mirror is a copy in the host's directory of copies (data/copies.h),
+ * whose lock guards every stub's mirror list too. A GPU that lacks part of
+ * a memory copies it from the nearest copy that holds it at the memory's
+ * version: another GPU's mirror it may copy from directly (by NVLink or
+ * PCIe, where cudaDeviceCanAccessPeer says so), else the host's memory. A
+ * mirror that other GPUs copy from (its copy's readers) is not evicted.
+ * This table lists the GPU stubs that copy from each other.
  */
-static pthread_mutex_t peer_lock = PTHREAD_MUTEX_INITIALIZER;
 static cuda_priv_t *peers[MAX_PEERS];
 
 /* PMLIB_CUDA_PEER=0: GPUs take what they lack from the host only. */
@@ -260,22 +260,22 @@ void pm__cu_peer_join(cuda_priv_t *p)
     p->peer_index = -1;
     if (pm__env_uint("PMLIB_CUDA_PEER", "0 (off) or 1 (on)", 0, 1, 1) == 0)
         return;
-    pthread_mutex_lock(&peer_lock);
+    pm__copies_lock();
     for (int i = 0; i < MAX_PEERS && p->peer_index < 0; i++)
         if (peers[i] == NULL) {
             peers[i] = p;
             p->peer_index = i;
         }
-    pthread_mutex_unlock(&peer_lock);
+    pm__copies_unlock();
 }
 
 void pm__cu_peer_leave(cuda_priv_t *p)
 {
-    pthread_mutex_lock(&peer_lock);
+    pm__copies_lock();
     if (p->peer_index >= 0)
         peers[p->peer_index] = NULL;
     p->peer_index = -1;
-    pthread_mutex_unlock(&peer_lock);
+    pm__copies_unlock();
 }
 
 void pm__cu_peer_enable(cuda_priv_t *p)
@@ -283,10 +283,10 @@ void pm__cu_peer_enable(cuda_priv_t *p)
     if (p->peer_index < 0)
         return;
     int ordinal[MAX_PEERS];
-    pthread_mutex_lock(&peer_lock);
+    pm__copies_lock();
     for (int i = 0; i < MAX_PEERS; i++)
         ordinal[i] = peers[i] != NULL && peers[i] != p ? peers[i]->gpu.ordinal : -1;
-    pthread_mutex_unlock(&peer_lock);
+    pm__copies_unlock();
     for (int i = 0; i < MAX_PEERS; i++) {
         int can = 0;
         if (ordinal[i] < 0 || ordinal[i] == p->gpu.ordinal ||
@@ -310,15 +310,15 @@ void pm__cu_peer_enable(cuda_priv_t *p)
 static bool mirror_evict(cuda_priv_t *p)
 {
     mirror_t **victim = NULL;
-    pthread_mutex_lock(&peer_lock);
+    pm__copies_lock();
     for (mirror_t **pp = &p->mirrors; *pp != NULL; pp = &(*pp)->next)
-        if ((*pp)->refs == 0 && (*pp)->peer_refs == 0 &&
+        if ((*pp)->refs == 0 && (*pp)->c.readers == 0 &&
             (victim == NULL || (*pp)->used < (*victim)->used))
             victim = pp;
     mirror_t *mr = victim != NULL ? *victim : NULL;
     if (mr != NULL)
         *victim = mr->next;
-    pthread_mutex_unlock(&peer_lock);
+    pm__copies_unlock();
     if (mr == NULL)
         return false;
     pm__cu_mirror_free(p, mr);
@@ -327,29 +327,10 @@ static bool mirror_evict(cuda_priv_t *p)
 
 int pm__cu_mirror_pending(mirror_t *mr, const pm__sub_t *q)
 {
-    pthread_mutex_lock(&peer_lock);
-    int rc = pm__cu_part_apply(&mr->pending, q, true);
-    pthread_mutex_unlock(&peer_lock);
+    pm__copies_lock();
+    int rc = pm__copy_mark(&mr->c.pending, q, true);
+    pm__copies_unlock();
     return rc;
-}
-
-/* Brings what the mirror knows up to the memory's version: the bytes this
- * GPU wrote and sent home in the task that made this version stay valid;
- * anything else may have changed. */
-static void mirror_sync(mirror_t *mr, uint64_t version)
-{
-    if (mr->version == version)
-        return;
-    if (version == mr->version + 1 && mr->pending.ncov > 0) {
-        pm__acc_t t = mr->valid;
-        mr->valid = mr->pending;
-        mr->pending = t;
-    } else {
-        mr->valid.ncov = 0;
-    }
-    mr->pending.ncov = 0;
-    mr->writing.ncov = 0;
-    mr->version = version;
 }
 
 /* The mirror of `mem`, made if need be; NULL (no error) when the memory is
@@ -358,7 +339,7 @@ static void mirror_sync(mirror_t *mr, uint64_t version)
 static mirror_t *mirror_of(cuda_priv_t *p, const pm__memory_t *mem)
 {
     mirror_t *mr = p->mirrors;
-    while (mr != NULL && mr->handle != mem->handle)
+    while (mr != NULL && mr->c.handle != mem->handle)
         mr = mr->next;
     if (mr == NULL) {
         if (mem->bytes == 0 || mem->bytes > p->cap / 2 || (mr = calloc(1, sizeof *mr)) == NULL)
@@ -370,80 +351,74 @@ static mirror_t *mirror_of(cuda_priv_t *p, const pm__memory_t *mem)
             pm__cuda_last_error = cudaSuccess; /* not the subtask's failure: it falls back */
             return NULL;
         }
-        mr->handle = mem->handle;
-        mr->bytes = mem->bytes;
-        mr->version = mem->version;
-        mr->device = p->gpu.ordinal;
-        pthread_mutex_lock(&peer_lock);
+        mr->c.handle = mem->handle;
+        mr->c.bytes = mem->bytes;
+        mr->c.version = mem->version;
+        mr->c.place = p->gpu.ordinal;
+        pm__copies_lock();
         mr->next = p->mirrors;
         p->mirrors = mr;
-        pthread_mutex_unlock(&peer_lock);
+        pm__copies_add(&mr->c);
+        pm__copies_unlock();
     }
-    if (mr->version != mem->version) {
-        pthread_mutex_lock(&peer_lock);
-        mirror_sync(mr, mem->version);
-        pthread_mutex_unlock(&peer_lock);
+    if (mr->c.version != mem->version) {
+        pm__copies_lock();
+        pm__copy_sync(&mr->c, mem->version);
+        pm__copies_unlock();
     }
     mr->used = ++p->tick;
     return mr;
 }
 
-/* Whether any row of part q touches `a`. */
-static bool part_touches(const pm__acc_t *a, const pm__sub_t *q)
-{
-    for (uint64_t k = 0; k < q->count && a->ncov > 0; k++)
-        if (pm__acc_touches(a, q->offset + k * q->stride, q->offset + k * q->stride + q->block))
-            return true;
-    return false;
-}
+/* What peer_holder asks of a copy that holds the piece: a GPU this one
+ * copies from directly, and room in the use's list of peers. */
+typedef struct peer_ask {
+    const cuda_priv_t *p;
+    const mem_use_t *u;
+} peer_ask_t;
 
-/* Whether every row of part q lies in `a`. */
-static bool part_covered(const pm__acc_t *a, const pm__sub_t *q)
+static bool peer_may(pm__copy_t *c, void *arg)
 {
-    for (uint64_t k = 0; k < q->count; k++)
-        if (!pm__acc_covers(a, q->offset + k * q->stride, q->offset + k * q->stride + q->block))
-            return false;
-    return true;
+    const peer_ask_t *a = arg;
+    int i = 0;
+    while (i < MAX_PEERS && (peers[i] == NULL || peers[i]->gpu.ordinal != c->place))
+        i++;
+    if (i == MAX_PEERS || !a->p->peer_ok[i])
+        return false;
+    int k = 0;
+    while (k < a->u->npeer && &a->u->peer[k]->c != c)
+        k++;
+    return k < a->u->npeer || a->u->npeer < PEER_USES;
 }
 
 /*
  * Another GPU's mirror holding all of piece q of `mem` at its current
- * version (its bytes valid there, or written there by the task that made
- * the version and already home), or NULL. The mirror is added to the
- * use's peers (a reference that keeps it from eviction until the subtask
- * retires) and the slot's stream waits for the copies made into it.
+ * version (pm__copy_holds), found in the directory of copies, or NULL. The
+ * mirror is added to the use's peers (a reader that keeps it from
+ * eviction until the subtask retires) and the slot's stream waits for the
+ * copies made into it.
  */
 static mirror_t *peer_holder(run_t *r, slot_t *sl, mem_use_t *u, const pm__memory_t *mem,
                              const pm__sub_t *q)
 {
-    mirror_t *found = NULL;
-    pthread_mutex_lock(&peer_lock);
-    for (int i = 0; i < MAX_PEERS && found == NULL; i++) {
-        if (!r->p->peer_ok[i] || peers[i] == NULL)
-            continue;
-        for (mirror_t *mr = peers[i]->mirrors; mr != NULL && found == NULL; mr = mr->next) {
-            if (mr->handle != mem->handle || mr->bytes != mem->bytes)
-                continue;
-            const pm__acc_t *held = mr->version == mem->version ? &mr->valid
-                                  : mr->version + 1 == mem->version ? &mr->pending : NULL;
-            if (held == NULL || !part_covered(held, q) ||
-                (mr->version == mem->version && part_touches(&mr->writing, q)))
-                continue;
-            int k = 0;
-            while (k < u->npeer && u->peer[k] != mr)
-                k++;
-            if (k == u->npeer && u->npeer == PEER_USES)
-                continue;
-            if (PM__CUDA(QUIET, cudaStreamWaitEvent(sl->stream, mr->filled, 0)) != 0)
-                continue;
-            if (k == u->npeer) {
-                u->peer[u->npeer++] = mr;
-                mr->peer_refs++;
-            }
-            found = mr;
+    if (r->p->peer_index < 0)
+        return NULL;
+    peer_ask_t ask = {r->p, u};
+    pm__copies_lock();
+    pm__copy_t *c = pm__copies_find(NULL, mem->handle, mem->bytes, mem->version, q, peer_may, &ask);
+    mirror_t *found = (mirror_t *)c; /* the copy is a mirror's first member */
+    if (found != NULL && PM__CUDA(QUIET, cudaStreamWaitEvent(sl->stream, found->filled, 0)) != 0)
+        found = NULL;
+    if (found != NULL) {
+        int k = 0;
+        while (k < u->npeer && u->peer[k] != found)
+            k++;
+        if (k == u->npeer) {
+            u->peer[u->npeer++] = found;
+            found->c.readers++;
         }
     }
-    pthread_mutex_unlock(&peer_lock);
+    pm__copies_unlock();
     return found;
 }
 
@@ -476,7 +451,7 @@ static void trace_copy(run_t *r, slot_t *sl, int from, int to, uint64_t bytes, d
 static int peer_copy(run_t *r, slot_t *sl, mirror_t *to, const mirror_t *from, const pm__sub_t *q)
 {
     double t0 = pm__trace_on() ? pm__now() : 0;
-    int dst = r->p->gpu.ordinal, src = from->device;
+    int dst = r->p->gpu.ordinal, src = from->c.place;
     int rc = 0;
     if (q->count == 1 || q->stride == q->block) {
         rc = PM__CUDA(QUIET, cudaMemcpyPeerAsync(at(to->buf.ptr, q->offset), dst,
@@ -502,11 +477,6 @@ static int peer_copy(run_t *r, slot_t *sl, mirror_t *to, const mirror_t *from, c
             trace_copy(r, sl, src, dst, q->block * q->count, t0);
     }
     return rc;
-}
-
-int pm__cu_part_apply(pm__acc_t *a, const pm__sub_t *q, bool add)
-{
-    return pm__acc_apply_rows(a, q->offset, q->block, q->stride, q->count, add);
 }
 
 /* ---- a subtask's memories ------------------------------------------------ */
@@ -633,7 +603,7 @@ static int mirror_fill(run_t *r, slot_t *sl, mirror_t *mr, const pm__memory_t *m
                        const pm__sub_t *q, bool *copied)
 {
     pm__sub_t miss[MISSING_PIECES];
-    uint32_t n = missing_pieces(&mr->valid, q, miss);
+    uint32_t n = missing_pieces(&mr->c.valid, q, miss);
     if (n == MISSING_WHOLE) {
         miss[0] = *q;
         n = 1;
@@ -667,7 +637,7 @@ static int open_mirror(run_t *r, slot_t *sl, pm__subs_view_t v, int m, void **na
     if (mr == NULL)
         return NO_MIRROR;
     for (uint32_t i = 0; i < v.n; i++)
-        if (v.r[i].mem == m && (v.r[i].access & PM_READ) && part_touches(&mr->writing, &v.r[i]))
+        if (v.r[i].mem == m && (v.r[i].access & PM_READ) && pm__copy_touches(&mr->c.writing, &v.r[i]))
             return NO_MIRROR;
     sl->use[m].kind = USE_MIRROR;
     sl->use[m].mirror = mr;
@@ -686,25 +656,25 @@ static int open_mirror(run_t *r, slot_t *sl, pm__subs_view_t v, int m, void **na
         copied = true;
         if (rc == 0)
             rc = PM__CUDA(QUIET, cudaEventRecord(mr->filled, sl->stream));
-        pthread_mutex_lock(&peer_lock);
+        pm__copies_lock();
         if (rc == 0)
-            rc = pm__cu_part_apply(&mr->valid, q, true);
-        pthread_mutex_unlock(&peer_lock);
+            rc = pm__copy_mark(&mr->c.valid, q, true);
+        pm__copies_unlock();
     }
     if (rc == 0 && read && !copied)
         r->cnt->gpu_cache_hits++;
-    pthread_mutex_lock(&peer_lock);
+    pm__copies_lock();
     for (uint32_t i = 0; i < v.n && rc == 0; i++) {
         const pm__sub_t *q = &v.r[i];
         if (q->mem == m && (q->access & PM_WRITE)) {
-            rc = pm__cu_part_apply(&mr->valid, q, false);
+            rc = pm__copy_mark(&mr->c.valid, q, false);
             if (rc == 0)
-                rc = pm__cu_part_apply(&mr->writing, q, true);
+                rc = pm__copy_mark(&mr->c.writing, q, true);
         }
     }
     if (rc != 0)
-        mr->valid.ncov = 0; /* what it holds is unknown now */
-    pthread_mutex_unlock(&peer_lock);
+        mr->c.valid.ncov = 0; /* what it holds is unknown now */
+    pm__copies_unlock();
     *nat = mr->buf.ptr;
     return rc;
 }
@@ -766,10 +736,10 @@ void pm__cu_release_all(cuda_priv_t *p, slot_t *sl)
         if (u->kind == USE_MIRROR)
             u->mirror->refs--;
         if (u->npeer > 0) {
-            pthread_mutex_lock(&peer_lock);
+            pm__copies_lock();
             for (int k = 0; k < u->npeer; k++)
-                u->peer[k]->peer_refs--;
-            pthread_mutex_unlock(&peer_lock);
+                u->peer[k]->c.readers--;
+            pm__copies_unlock();
         }
         pm__cu_pool_put(p, &u->buf);
         *u = (mem_use_t){0};

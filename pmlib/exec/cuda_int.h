@@ -19,6 +19,7 @@
 #include "exec/subs.h"
 #include "reduce/acc.h"
 #include "reduce/ops.h"
+#include "data/copies.h"
 
 #define SLOTS 3                        /* subtasks in flight per GPU: copy in, run, copy out */
 #define CHUNK_STATES (SLOTS + 1)       /* chunks with subtasks in flight, plus one starting */
@@ -90,16 +91,13 @@ typedef struct cache_entry {
  * the previous task's output on the GPU that made it.
  */
 typedef struct mirror {
-    uint64_t handle, bytes;
-    uint64_t version;      /* what `valid` describes */
-    pm__acc_t valid;       /* bytes equal to the host's at `version`, once `filled` is reached */
-    pm__acc_t writing;     /* bytes this GPU's subtasks write in the running task */
-    pm__acc_t pending;     /* of those, the ones copied home: valid at version + 1 */
+    /* Its copy in the directory of copies (data/copies.h), first: what it
+     * holds valid (once `filled` is reached), writes and has sent home;
+     * `c.readers` counts other GPUs' subtasks in flight copying from it. */
+    pm__copy_t c;
     dev_buf_t buf;
     cudaEvent_t filled;    /* after the latest copy into it, on whichever stream made it */
     int refs;              /* subtasks in flight using it */
-    int peer_refs;         /* other GPUs' subtasks in flight copying from it (peer lock) */
-    int device;            /* the GPU's ordinal */
     uint64_t used;         /* LRU tick */
     struct mirror *next;
 } mirror_t;
@@ -198,7 +196,6 @@ int pm__cu_pool_get(cuda_priv_t *p, size_t need, dev_buf_t *out);
 void pm__cu_pool_put(cuda_priv_t *p, dev_buf_t *b);
 void pm__cu_cache_drop(cuda_priv_t *p, cache_entry_t *e);
 void pm__cu_mirror_free(cuda_priv_t *p, mirror_t *mr);
-int pm__cu_part_apply(pm__acc_t *a, const pm__sub_t *q, bool add);
 int pm__cu_fresh_fill(run_t *r, slot_t *sl, int m, void *nat, uint64_t lo, uint64_t hi);
 int pm__cu_open_all(run_t *r, slot_t *sl, chunk_state_t *cs, pm__subs_view_t v, pm_subtask_info_t *info);
 void pm__cu_release_all(cuda_priv_t *p, slot_t *sl);

@@ -1,5 +1,5 @@
 /*
- * Proves the directory's map of holders (comm/dir.c: pm__holders_set,
+ * Proves the directory's map of holders (data/dir.c: pm__holders_set,
  * pm__holders_find, pm__holders_touch, pm__holders_copy, pm__holders_free)
  * against a byte map that records, for each byte, the host holding it (0 for
  * home): random settings of ranges to hosts 0 to 4, after each of which the
