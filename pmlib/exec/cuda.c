@@ -45,7 +45,12 @@ int pm__cuda_status(cudaError_t e, int level, const char *call, const char *file
 static void fail(const run_t *r, uint64_t id, int status, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
-/* Fails subtask id naming the GPU and, if one failed, the CUDA call's message. */
+static void check_device(const run_t *r);
+
+/* Fails subtask id naming the GPU and, if one failed, the CUDA call's
+ * message. A CUDA error on a GPU whose context a kernel fault has lost
+ * (maybe another subtask's, in flight or earlier) is a callback's failure,
+ * as when a sync finds the fault: whichever subtask meets it first. */
 static void fail(const run_t *r, uint64_t id, int status, const char *fmt, ...)
 {
     char what[160];
@@ -53,10 +58,14 @@ static void fail(const run_t *r, uint64_t id, int status, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
+    if (status == PM_ECUDA && !r->p->broken && pm__cuda_last_error != cudaSuccess)
+        check_device(r);
     cudaError_t e = pm__cuda_last_error;
-    pm__task_fail(r->t, status, id, "subtask %llu: %s on host %d, gpu %d (%s)%s%s",
+    bool lost = status == PM_ECUDA && r->p->faulted;
+    pm__task_fail(r->t, lost ? PM_ECALLBACK : status, id, "subtask %llu: %s on host %d, gpu %d (%s)%s%s%s",
                   (unsigned long long)id, what, pm__rt.host, r->p->gpu.ordinal, r->p->gpu.name,
-                  e != cudaSuccess ? ": " : "", e != cudaSuccess ? cudaGetErrorString(e) : "");
+                  e != cudaSuccess ? ": " : "", e != cudaSuccess ? cudaGetErrorString(e) : "",
+                  lost ? "; a cuda callback's kernel fault lost the gpu's context" : "");
 }
 
 static const char *open_failure(int rc)
@@ -105,7 +114,7 @@ static const char *close_failure(int rc)
 
 /* After a failed sync: a sticky error (a kernel fault) loses the context
  * for the rest of the process; anything else leaves the GPU usable. */
-static void check_device(run_t *r)
+static void check_device(const run_t *r)
 {
     cudaError_t e = pm__cuda_last_error;
     PM__CUDA(QUIET, cudaGetLastError());
@@ -114,6 +123,7 @@ static void check_device(run_t *r)
         return;
     }
     r->p->broken = true;
+    r->p->faulted = true;
     pm__cu_peer_leave(r->p); /* other GPUs copy nothing more from it */
     pm__error("gpu %d (%s) of host %d is unusable after %s; its stub fails the rest of its "
               "subtasks", r->p->gpu.ordinal, r->p->gpu.name, pm__rt.host, cudaGetErrorName(e));

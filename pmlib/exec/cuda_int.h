@@ -153,6 +153,7 @@ typedef struct cuda_priv {
     pm__gpu_info_t gpu;
     bool ready;           /* streams, staging and events made (at the first chunk) */
     bool broken;          /* a sticky error lost the context, or set-up failed */
+    bool faulted;         /* the former: a kernel fault (a callback's) lost it */
     slot_t slot[SLOTS];
     int next_slot;
     chunk_state_t cstate[CHUNK_STATES];

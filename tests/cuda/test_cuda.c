@@ -837,9 +837,11 @@ START_TEST(test_kernel_fault_fails_task)
     d.devices = PM_DEVICE_GPU;
     d.grain = 1;
     ck_assert_int_eq(run_stats(&d, &st), PM_ECALLBACK);
-    /* A lost context fails every stream: a lower subtask in flight may take the blame. */
+    /* A lost context fails everything the GPU does after the fault: a
+     * lower subtask in flight there, or one it takes later (GPUs pull
+     * chunks in no fixed order), may meet it first and take the blame, as
+     * a callback's failure whichever way it met it. */
     ck_assert_uint_le(st.failed_subtask, 4);
-    ck_assert_uint_ge(st.failed_subtask, 4 - 1);
 }
 END_TEST
 
