@@ -455,9 +455,9 @@ static void host_lost(int dead, double silent)
     snprintf(why, sizeof why, "host %d has not answered for %.0f s (killed, crashed or unreachable)",
              dead, silent);
     pm__error("%s; ending the job (PMLIB_HOST_TIMEOUT sets the limit)", why);
-    if (pm__rt.host == 0 && lost_fn != NULL)
-        lost_fn(dead);
     if (pm__rt.host == 0) {
+        if (lost_fn != NULL)
+            lost_fn(dead);
         for (int h = 1; h < pm__rt.nhosts; h++) {
             if (h == dead)
                 continue;

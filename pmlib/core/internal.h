@@ -598,8 +598,10 @@ typedef struct pm__fetch pm__fetch_t;
 /* ---- hooks: what core tells the layers above it ------------------------- */
 
 /* Core calls no layer above it by name: the layers that care about memory
- * and task events fill this table at pm_init (init/init.c). An entry left
- * NULL means nobody listens (one host, no GPU, unit tests). */
+ * and task events fill this table at pm_init (init/init.c), which fills
+ * every entry but pinned_alloc and pinned_free (a build without CUDA) and
+ * released (one host): only those may be NULL. Core calls the others only
+ * between pm_init and the end of pm_finalize. */
 typedef struct pm__hooks {
     void *(*pinned_alloc)(size_t bytes); /* page-locked host memory, or NULL */
     void (*pinned_free)(void *p);
@@ -620,6 +622,7 @@ typedef struct pm__hooks {
     void (*task_place)(pm__task_t *t);
     void (*task_released)(pm__task_t *t);
     void (*task_started)(pm__task_t *t); /* host 0, several hosts, runtime lock held */
+    void (*task_finished)(pm__task_t *t); /* host 0, several hosts */
     /* The scheduler: the policy of an id (NULL: none such); a callback set's
      * performance model, made at registration and destroyed at pm_finalize;
      * its time per subtask on a kind of device (0: unknown). */
@@ -627,9 +630,8 @@ typedef struct pm__hooks {
     struct pm__model *(*model_create)(const char *name, const struct pm__stub *stubs, int nstubs);
     void (*model_destroy)(struct pm__model *m);
     double (*model_ns)(const struct pm__model *m, int kind, const char *name);
-    /* The reduce layer: checks a built-in op, and keeps the merge tree of a
-     * task with reduced memories (made at creation, applied at its end). */
-    int (*reduce_check)(pm_reduce_op_t op, pm_type_t type);
+    /* The reduce layer: the merge tree of a task with reduced memories
+     * (made at creation, applied at its end). */
     int (*tree_create)(pm__task_t *t);
     int (*tree_apply)(pm__task_t *t);
     void (*tree_free)(pm__task_t *t);
@@ -640,7 +642,6 @@ typedef struct pm__hooks {
     bool (*keep_piece)(pm__task_t *t, uint64_t key, uint64_t id, unsigned char *data, size_t bytes);
     /* The trace: a span (trace/trace.c, pm__trace_span). */
     void (*trace_span)(int stub, int what, uint64_t task, uint64_t chunk, double t0, double t1);
-    void (*task_finished)(pm__task_t *t); /* host 0, several hosts */
 } pm__hooks_t;
 extern pm__hooks_t pm__hooks;
 

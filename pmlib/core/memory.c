@@ -99,7 +99,7 @@ static int check_unused_locked(const char *fn, const pm__memory_t *m, const char
  * runtime lock is held on entry and on return. */
 static int gather_locked(const char *fn, pm__memory_t *m)
 {
-    if (pm__hooks.away == NULL || !pm__hooks.away(m))
+    if (!pm__hooks.away(m))
         return 0;
     int rc = check_unused_locked(fn, m, "before gathering it");
     if (rc != 0)
@@ -136,7 +136,7 @@ int pm_memory_set_lazy(pm_memory_t memory, int lazy)
     rc = check_unused_locked("pm_memory_set_lazy", m, "first");
     if (rc == 0 && !lazy)
         rc = gather_locked("pm_memory_set_lazy", m);
-    if (rc == 0 && pm__hooks.set_lazy != NULL && pm__hooks.set_lazy(m, lazy != 0) != 0)
+    if (rc == 0 && pm__hooks.set_lazy(m, lazy != 0) != 0)
         rc = PM__FAIL(PM_ENOMEM, "pm_memory_set_lazy: out of memory");
     pthread_mutex_unlock(&pm__rt.lock);
     return rc;
@@ -188,8 +188,7 @@ int pm_memory_touch(pm_memory_t memory)
     rc = check_unused_locked("pm_memory_touch", m, "before writing it");
     if (rc == 0) {
         m->version++;
-        if (pm__hooks.touched != NULL)
-            pm__hooks.touched(m); /* the program's bytes are the current ones */
+        pm__hooks.touched(m); /* the program's bytes are the current ones */
     }
     pthread_mutex_unlock(&pm__rt.lock);
     return rc;
@@ -210,8 +209,7 @@ int pm_memory_release(pm_memory_t memory)
     if (pm__hooks.released != NULL)
         pm__hooks.released(m);
     pthread_mutex_unlock(&pm__rt.lock);
-    if (pm__hooks.freed != NULL)
-        pm__hooks.freed(m);
+    pm__hooks.freed(m);
     host_free(m);
     free(m);
     return 0;
@@ -223,8 +221,7 @@ void pm__memory_free_all(void)
     for (uint32_t i = 0; i < t->cap; i++) {
         pm__memory_t *m = t->obj[i];
         if (m != NULL) {
-            if (pm__hooks.freed != NULL)
-                pm__hooks.freed(m);
+            pm__hooks.freed(m);
             host_free(m);
             free(m);
         }

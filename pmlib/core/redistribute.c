@@ -41,7 +41,7 @@ int pm_redistribute(const pm_subtask_info_t *info, uint64_t key, const void *dat
         return PM__FAIL(PM_ENOMEM, "pm_redistribute: cannot copy %zu bytes", bytes);
     if (bytes > 0)
         memcpy(copy, data, bytes);
-    if (pm__hooks.keep_piece != NULL && pm__hooks.keep_piece(t, key, info->id, copy, bytes))
+    if (pm__hooks.keep_piece(t, key, info->id, copy, bytes))
         return 0; /* a guarded chunk's: kept if it wins */
     int rc = pm__task_add_piece(t, key, info->id, copy, bytes);
     if (rc != 0) {

@@ -70,8 +70,8 @@ int pm_callbacks_register(const char *name, const pm_callbacks_t *cb)
         capsets = cap;
     }
     /* Reads the set's model file, if any: registration is start-up time. */
-    sets[nsets].model = pm__hooks.model_create != NULL ? pm__hooks.model_create(name, pm__rt.stubs, pm__rt.nstubs) : NULL;
-    if (sets[nsets].model == NULL && pm__hooks.model_create != NULL) {
+    sets[nsets].model = pm__hooks.model_create(name, pm__rt.stubs, pm__rt.nstubs);
+    if (sets[nsets].model == NULL) {
         rc = PM__FAIL(PM_ENOMEM, "out of memory registering callbacks '%s'", name);
         goto out_unlock;
     }
@@ -82,7 +82,7 @@ int pm_callbacks_register(const char *name, const pm_callbacks_t *cb)
         atomic_fetch_add_explicit(&with_cuda, 1, memory_order_relaxed);
 out_unlock:
     pthread_mutex_unlock(&sets_lock);
-    if (rc == 0 && cb->cuda != NULL && pm__hooks.cuda_registered != NULL)
+    if (rc == 0 && cb->cuda != NULL)
         pm__hooks.cuda_registered();
     return rc;
 }
@@ -92,8 +92,7 @@ void pm__registry_clear(void)
     /* At pm_finalize, after the stubs stopped: each model writes its file. */
     pthread_mutex_lock(&sets_lock);
     for (int i = 0; i < nsets; i++)
-        if (sets[i].model != NULL)
-            pm__hooks.model_destroy(sets[i].model);
+        pm__hooks.model_destroy(sets[i].model);
     free(sets);
     sets = NULL;
     nsets = capsets = 0;

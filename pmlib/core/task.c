@@ -3,6 +3,7 @@
  * share memories, completion, waiting and statistics.
  */
 #include "core/internal.h"
+#include "core/ops.h"
 
 #include <stdarg.h>
 #include <stddef.h>
@@ -55,7 +56,7 @@ static int check_reduce(int index, pm_reduce_op_t op, pm_type_t type)
 {
     if (op == PM_REDUCE_NONE || op == PM_REDUCE_CUSTOM)
         return 0;
-    int rc = pm__hooks.reduce_check != NULL ? pm__hooks.reduce_check(op, type) : PM_EINVAL;
+    int rc = pm__reduce_check(op, type);
     if (rc == PM_ETYPE)
         return PM__FAIL(rc, "memory %d: bitwise reduce ops need an integer type, not float or double", index);
     if (rc != 0)
@@ -346,8 +347,7 @@ static void task_free(pm__task_t *t)
     }
     if (t->policy != NULL)
         t->policy->fini(t);
-    if (pm__hooks.tree_free != NULL)
-        pm__hooks.tree_free(t);
+    pm__hooks.tree_free(t);
     free(t->message);
     if (t->dependents != t->dep_room)
         free(t->dependents);
@@ -882,14 +882,13 @@ static void link_locked(pm__task_t *t)
 /* From here on subtasks may write; versions will move. */
 static void start_running_locked(pm__task_t *t, bool at_submit)
 {
-    if (pm__rt.nhosts > 1 && t->desc.sched == PM_SCHED_PULL && t->host_lo != NULL &&
-        pm__hooks.task_place != NULL)
+    if (pm__rt.nhosts > 1 && t->desc.sched == PM_SCHED_PULL && t->host_lo != NULL)
         pm__hooks.task_place(t);
     __atomic_store_n(&t->state, PM__TASK_RUN, __ATOMIC_RELEASE);
     /* A task that runs as it is submitted starts at its submit time. */
     t->t_start = at_submit ? t->t_submit : pm__now();
     atomic_store(&t->started, 1);
-    if (pm__rt.nhosts > 1 && pm__hooks.task_started != NULL)
+    if (pm__rt.nhosts > 1)
         pm__hooks.task_started(t);
     pm__task_ready_locked(t);
 }
@@ -1008,7 +1007,7 @@ int pm_task_submit(const pm_task_desc_t *desc, pm_task_t *task)
     if (rc != 0)
         return rc;
     rc = check_devices(t);
-    if (rc == 0 && pm__rt.nhosts > 1 && pm__hooks.task_split != NULL && pm__hooks.task_split(t) != 0)
+    if (rc == 0 && pm__rt.nhosts > 1 && pm__hooks.task_split(t) != 0)
         rc = PM__FAIL(PM_ENOMEM, "pm_task_submit: out of memory");
     if (rc == 0) {
         t->policy = pm__hooks.policy(t->desc.sched);
@@ -1171,7 +1170,7 @@ static void release_locked(pm__task_t *t)
     pm__task_unready(t);
     tlist_remove(&pm__rt.active, t, ACTIVE_LINK);
     seq_remove_locked(t);
-    if (t->host_busy != NULL && pm__hooks.task_released != NULL)
+    if (t->host_busy != NULL)
         pm__hooks.task_released(t);
     __atomic_sub_fetch(&pm__rt.nactive_local, 1, __ATOMIC_RELEASE);
     for (int i = 0; i < t->ndependents; i++)
@@ -1212,11 +1211,10 @@ static void task_finish(pm__task_t *t)
     if (t->status == 0 && t->tree != NULL)
         pm__hooks.tree_apply(t);
     pm__task_gather_pieces(t);
-    if (pm__rt.nhosts > 1 && pm__hooks.task_finished != NULL)
+    if (pm__rt.nhosts > 1)
         pm__hooks.task_finished(t);
     t->t_end = pm__now();
-    if (pm__hooks.trace_span != NULL)
-        pm__hooks.trace_span(-1, PM__TRACE_TASK, t->seq, t->nchunks, t->t_submit, t->t_end);
+    pm__hooks.trace_span(-1, PM__TRACE_TASK, t->seq, t->nchunks, t->t_submit, t->t_end);
     if (t->status != 0) {
         if (t->nfailed > 1)
             pm__error("task %llu ('%s') failed: %s (%s); %llu subtasks failed in all",

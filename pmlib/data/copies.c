@@ -18,11 +18,8 @@ void pm__copies_unlock(void)
 
 void pm__copies_add(pm__copy_t *c)
 {
-    if (c->listed)
-        return;
     c->next = listed;
     listed = c;
-    c->listed = true;
 }
 
 void pm__copies_remove(pm__copy_t *c)
@@ -33,7 +30,6 @@ void pm__copies_remove(pm__copy_t *c)
             break;
         }
     c->next = NULL;
-    c->listed = false;
 }
 
 void pm__copy_sync(pm__copy_t *c, uint64_t version)
@@ -59,10 +55,7 @@ int pm__copy_mark(pm__acc_t *a, const pm__sub_t *q, bool add)
 
 bool pm__copy_covers(const pm__acc_t *a, const pm__sub_t *q)
 {
-    for (uint64_t k = 0; k < q->count; k++)
-        if (!pm__acc_covers(a, q->offset + k * q->stride, q->offset + k * q->stride + q->block))
-            return false;
-    return true;
+    return pm__acc_covers_rows(a, q->offset, q->block, q->stride, q->count);
 }
 
 bool pm__copy_touches(const pm__acc_t *a, const pm__sub_t *q)

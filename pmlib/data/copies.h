@@ -1,20 +1,22 @@
 /*
- * The directory of copies on this host: every place that keeps bytes of a
- * memory (this host's mirror of it, each GPU's mirror) is a copy here, and
- * one set of rules says what each copy holds. Per copy, at a version of
+ * The copies of memories on this host: every place that keeps bytes of a
+ * memory (this host's mirror of it, each GPU's mirror) keeps them as a
+ * copy, and one set of rules says what each copy holds. Per copy, at a version of
  * its memory: the ranges valid there, the ranges its own subtasks are
  * writing in the running task, and, of those, the ranges already sent home,
  * which are valid at the next version. A task that writes the memory makes
  * a new version: a copy moving to it keeps only what it wrote and sent home
- * (pm__copy_sync), so a write invalidates every other copy. A place that
- * lacks a range asks for the nearest copy holding it: a GPU finds another
- * GPU's before it turns to the host. Between hosts, host 0's map of which
- * host holds which range (dir.h) plays the same part.
+ * (pm__copy_sync), so a write invalidates every other copy. The GPU
+ * mirrors' copies are listed in a directory, where a GPU that lacks a range
+ * finds the nearest copy holding it, another GPU's, before it turns to the
+ * host's memory. A host mirror's copy is found by its own host's paths
+ * through the mirror (data.c), under the mirror's lock, and is not listed.
+ * Between hosts, host 0's map of which host holds which range (dir.h)
+ * plays the same part.
  *
- * One lock (pm__copies_lock) guards the list of copies and the fields of
- * every copy other places read (GPU mirrors): the owner changes them only
- * under it and reads its own without it. A host mirror's copy is read by
- * its own host's paths only, under the mirror's lock.
+ * One lock (pm__copies_lock) guards the list and the fields of every
+ * listed copy: the owner changes them only under it and reads its own
+ * without it.
  */
 #ifndef PMLIB_DATA_COPIES_H
 #define PMLIB_DATA_COPIES_H
@@ -31,16 +33,16 @@ typedef struct pm__copy {
     pm__acc_t pending;      /* of those, the ones home: valid at version + 1 */
     int place;
     int readers;            /* other places copying from it now: it stays */
-    bool listed;
     struct pm__copy *next;
 } pm__copy_t;
 
 void pm__copies_lock(void);
 void pm__copies_unlock(void);
-/* Lists a copy in the directory, or takes it off (lock held). */
+/* Lists a copy in the directory (once), or takes it off if listed (lock
+ * held). */
 void pm__copies_add(pm__copy_t *c);
 void pm__copies_remove(pm__copy_t *c);
-/* Brings a copy up to its memory's `version` (lock held for a listed GPU
+/* Brings a copy up to its memory's `version` (lock held for a listed
  * copy): what it wrote and sent home in the task that made that version
  * stays valid; anything else may have changed. */
 void pm__copy_sync(pm__copy_t *c, uint64_t version);

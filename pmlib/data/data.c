@@ -43,8 +43,8 @@ typedef struct spans {
 typedef struct pm__mirror {
     pm__memory_t mem; /* first, so a task's mems[] entry leads back here */
     pthread_mutex_t lock;
-    /* Its copy in the directory of copies (copies.h): valid ranges at the
-     * memory's version (c.valid, guarded by `lock`). */
+    /* Its copy (copies.h): valid ranges at the memory's version (c.valid,
+     * guarded by `lock`); found through the mirror, not listed. */
     pm__copy_t c;
     /* Strided reads that landed whole, kept as records: one per fetch, not
      * one interval per row (thousands of rows would make every lookup and
@@ -103,9 +103,6 @@ pm__memory_t *pm__data_mirror(uint64_t handle, size_t bytes, uint64_t version, c
         pthread_mutex_init(&mr->lock, NULL);
         mr->next = mirrors;
         mirrors = mr;
-        pm__copies_lock();
-        pm__copies_add(&mr->c);
-        pm__copies_unlock();
     }
     pthread_mutex_unlock(&mirrors_lock);
     pthread_mutex_lock(&mr->lock);
@@ -125,9 +122,6 @@ pm__memory_t *pm__data_mirror(uint64_t handle, size_t bytes, uint64_t version, c
 
 static void mirror_free(pm__mirror_t *mr)
 {
-    pm__copies_lock();
-    pm__copies_remove(&mr->c);
-    pm__copies_unlock();
     pthread_mutex_destroy(&mr->lock);
     pm__copy_free(&mr->c);
     free(mr->rows);

@@ -18,7 +18,7 @@
 #include "exec/cuda.h"
 #include "exec/subs.h"
 #include "reduce/acc.h"
-#include "reduce/ops.h"
+#include "core/ops.h"
 #include "data/copies.h"
 
 #define SLOTS 3                        /* subtasks in flight per GPU: copy in, run, copy out */

@@ -17,7 +17,6 @@
 #include "data/data.h"
 #include "exec/cuda.h"
 #include "exec/guard.h"
-#include "reduce/ops.h"
 #include "sched/model.h"
 #include "sched/proto.h"
 #include "sched/ranges.h"
@@ -41,7 +40,6 @@ static void set_hooks(void)
     pm__hooks.model_create = pm__model_create;
     pm__hooks.model_destroy = pm__model_destroy;
     pm__hooks.model_ns = pm__model_ns_named;
-    pm__hooks.reduce_check = pm__reduce_check;
     pm__hooks.tree_create = pm__reduce_tree_create;
     pm__hooks.tree_apply = pm__reduce_tree_apply;
     pm__hooks.tree_free = pm__reduce_tree_free;
@@ -200,8 +198,8 @@ int pm_finalize(void)
     pm__stubs_stop();
     pm__trace_finish();
     pm__comm_stop();
-    pm__data_fini();
     pm__proto_fini();
+    pm__data_fini();
     pm__comm_finalize();
     int rc = pm__rt.host != 0 ? pm__rt.first_failure : 0;
     pm__task_free_all();

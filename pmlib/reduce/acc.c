@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "reduce/ops.h"
+#include "core/ops.h"
 
 void pm__acc_fill(const pm__task_t *t, int m, unsigned char *buf, uint64_t base,
                   uint64_t lo, uint64_t hi)

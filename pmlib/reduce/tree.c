@@ -134,7 +134,7 @@ int pm__reduce_tree_apply(pm__task_t *t)
         for (uint32_t k = 0; k < a->ncov; k++) {
             memcpy(dst + a->cov[k].lo, a->data + (a->cov[k].lo - a->lo),
                    a->cov[k].hi - a->cov[k].lo);
-            if (t->mems[m]->place != NULL && pm__hooks.wrote_home != NULL) /* host 0 holds these bytes now */
+            if (t->mems[m]->place != NULL) /* host 0 holds these bytes now */
                 pm__hooks.wrote_home(t->mems[m], a->cov[k].lo, a->cov[k].hi);
         }
     }

@@ -217,6 +217,10 @@ static void assert_not_initialized(void)
     ck_assert_int_eq(pm_task_desc_init(&desc), PM_OK);
     desc.callbacks = "count";
     desc.subtasks = 4;
+    /* A descriptor is plain data: it is filled and checked without pmlib. */
+    ck_assert_int_eq(pm_task_desc_add(&desc, m, PM_WRITE), 0);
+    ck_assert_int_eq(pm_task_desc_reduce(&desc, 0, PM_REDUCE_SUM, PM_DOUBLE), PM_OK);
+    ck_assert_int_eq(pm_task_desc_reduce(&desc, 0, PM_REDUCE_BAND, PM_DOUBLE), PM_ETYPE);
     ck_assert_int_eq(pm_task_submit(&desc, &t), PM_ENOTINIT);
     ck_assert_int_eq(pm_task_test(t, &done), PM_ENOTINIT);
     ck_assert_int_eq(pm_task_wait(t), PM_ENOTINIT);

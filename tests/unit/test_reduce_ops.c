@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "pmlib.h"
-#include "reduce/ops.h"
+#include "core/ops.h"
 
 #define N 1000
 

@@ -1,10 +1,12 @@
 /*
  * Built-in reduce ops on the CPU: validation, identity fill and the
  * element-wise merge that the reduce engine runs on whole output buffers.
- * Internal header; never installed.
+ * In core because a task descriptor's check needs them (even before
+ * pm_init), and they depend on nothing but the public types. Internal
+ * header; never installed.
  */
-#ifndef PMLIB_REDUCE_OPS_H
-#define PMLIB_REDUCE_OPS_H
+#ifndef PMLIB_CORE_OPS_H
+#define PMLIB_CORE_OPS_H
 
 #include <stddef.h>
 
@@ -40,4 +42,4 @@ void pm__reduce_identity(pm_reduce_op_t op, pm_type_t type, void *dst,
 void pm__reduce_apply(pm_reduce_op_t op, pm_type_t type, void *into,
                       const void *from, size_t count);
 
-#endif /* PMLIB_REDUCE_OPS_H */
+#endif /* PMLIB_CORE_OPS_H */
