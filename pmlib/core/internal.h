@@ -160,11 +160,14 @@ typedef struct pm__sub {
 } pm__sub_t;
 
 /* The subscriptions of the subtasks of one chunk, in id order: those of
- * subtask (first + k) are recs[start[k] .. start[k+1]). */
+ * subtask (first + k) are recs[start[k] .. start[k+1]). start is NULL until
+ * the chunk is subscribed; it points into the task's chunk_subs allocation
+ * (own false) until the records outgrow the room there. */
 typedef struct pm__chunk_subs {
     uint32_t *start;
     pm__sub_t *recs;
     uint32_t n, cap;
+    bool own; /* start is an allocation of its own */
 } pm__chunk_subs_t;
 
 struct pm__task;
@@ -175,6 +178,9 @@ struct pm_subscription {
     int err;
 };
 
+/* Sets up t->chunk_subs: with room for the first records of every chunk in
+ * the same allocation when the task is small. */
+int pm__subs_alloc(struct pm__task *t);
 int pm__subscribe_chunk(struct pm__task *t, uint64_t chunk);
 /* Subscriptions kept across tasks (host 0): reuse gives a new task the
  * checked subscriptions of an earlier task of the same shape (true: its
@@ -281,6 +287,7 @@ typedef struct pm__task {
     /* prepare phase */
     pm__chunk_subs_t *chunk_subs; /* NULL when nothing subscribes */
     pm__subs_set_t *subs_set;     /* when chunk_subs are shared with other tasks */
+    uint32_t subs_room;           /* bytes of room per chunk after chunk_subs[nchunks] (0: none) */
     bool prepared;                /* subscriptions known and checked already */
     atomic_uint_fast64_t prep_next, prep_done;
     /* run phase */
@@ -680,10 +687,19 @@ typedef struct pm__runtime {
     uint64_t spin_ns;         /* PMLIB_SPIN_US: how long idle threads poll */
     atomic_bool crowded;      /* more busy threads than cores: yield while polling */
 
+    atomic_int shutdown;      /* stubs stop (set under both locks) */
+    atomic_bool warm_asked;   /* pm__stubs_warm ran since the stubs started */
+
+    /* What is above is read by polling stubs at every round and almost
+     * never written. Each group below is written by some thread at every
+     * task and starts a cache line of its own: on a line shared with what
+     * pollers read, each submit would first take the line back from every
+     * polling core. */
+
     /* The ready lists and the idle stubs have a lock of their own, so that
      * a stub looking for work does not take the runtime lock on one host.
      * Order: the runtime lock, then the ready lock, never the other way. */
-    pthread_mutex_t ready_lock;
+    _Alignas(64) pthread_mutex_t ready_lock;
     pm__tlist_t ready[2];     /* tasks with chunks to hand out, per kind */
     pthread_cond_t work_cv[2]; /* stubs wait for work: [0] CPU stubs, [1] GPU stubs */
     atomic_int parked[2];     /* stubs asleep on work_cv, per kind (changed under the ready lock) */
@@ -693,12 +709,10 @@ typedef struct pm__runtime {
                                  taking the program's core (at least one polls) */
     atomic_int program_asleep; /* program threads asleep in a wait: their core
                                   is the stubs' meanwhile (one counts) */
-    atomic_int shutdown;      /* stubs stop (set under both locks) */
-    atomic_bool warm_asked;   /* pm__stubs_warm ran since the stubs started */
-    atomic_uint_fast64_t woken; /* stubs woken for work so far (at most) */
+    _Alignas(64) atomic_uint_fast64_t woken; /* stubs woken for work so far (at most) */
     atomic_uint_fast64_t work_gen; /* moves whenever work is added */
 
-    pthread_mutex_t lock;     /* everything below */
+    _Alignas(64) pthread_mutex_t lock; /* everything below */
     pthread_cond_t done_cv;   /* waiters wait for tasks */
     int serving, shutdown_received;
     int local_rank, local_size;

@@ -39,21 +39,73 @@ static int sub_error(pm_subscription_t *sub, int code, const char *fmt, ...)
 }
 
 /* A chunk's subscriptions are one block: start[], then the records, which
- * grow by reallocating the whole block. */
+ * grow by reallocating the whole block (the first time out of the task's
+ * room, by copying it). */
 static int push(pm__chunk_subs_t *cs, const pm__sub_t *r)
 {
     if (cs->n == cs->cap) {
         uint32_t cap = cs->cap * 2;
         size_t off = (size_t)((char *)cs->recs - (char *)cs->start);
-        char *b = cap > cs->cap ? realloc(cs->start, off + cap * sizeof *r) : NULL;
+        char *b = NULL;
+        if (cap > cs->cap && cs->own) {
+            b = realloc(cs->start, off + cap * sizeof *r);
+        } else if (cap > cs->cap) {
+            b = malloc(off + cap * sizeof *r);
+            if (b != NULL)
+                memcpy(b, cs->start, off + cs->n * sizeof *r);
+        }
         if (b == NULL)
             return PM_ENOMEM;
         cs->start = (uint32_t *)b;
         cs->recs = (pm__sub_t *)(b + off);
         cs->cap = cap;
+        cs->own = true;
     }
     cs->recs[cs->n++] = *r;
     return 0;
+}
+
+/* A chunk of nsub subtasks begins with room for two records per subtask:
+ * start[] takes `off` bytes, the records `cap`. */
+static void first_room(uint64_t nsub, size_t *off, uint32_t *cap)
+{
+    *off = ((size_t)(nsub + 1) * sizeof(uint32_t) + 15) & ~(size_t)15;
+    *cap = nsub < 2048 ? 2 * (uint32_t)nsub + 2 : 4096;
+}
+
+/* A small task takes its chunks' first records from one allocation with
+ * the chunk table: one malloc per task instead of one per chunk, which
+ * counts where many small tasks are in flight. */
+#define SUBS_ROOM_MAX 4096
+
+int pm__subs_alloc(pm__task_t *t)
+{
+    size_t off;
+    uint32_t cap;
+    first_room(t->grain, &off, &cap);
+    size_t room = off + (size_t)cap * sizeof(pm__sub_t);
+    size_t table = (t->nchunks * sizeof *t->chunk_subs + 15) & ~(size_t)15;
+    bool carve = t->nchunks <= SUBS_ROOM_MAX / room;
+    if (carve) {
+        t->chunk_subs = malloc(table + t->nchunks * room);
+        if (t->chunk_subs != NULL)
+            memset(t->chunk_subs, 0, t->nchunks * sizeof *t->chunk_subs);
+    } else {
+        t->chunk_subs = calloc(t->nchunks, sizeof *t->chunk_subs);
+    }
+    if (t->chunk_subs == NULL)
+        return PM_ENOMEM;
+    t->subs_room = carve ? (uint32_t)room : 0;
+    return 0;
+}
+
+/* The room of chunk c in the task's allocation, or NULL. */
+static void *chunk_room(const pm__task_t *t, uint64_t c)
+{
+    if (t->subs_room == 0 || t->subs_set != NULL)
+        return NULL;
+    size_t table = (t->nchunks * sizeof *t->chunk_subs + 15) & ~(size_t)15;
+    return (char *)t->chunk_subs + table + c * t->subs_room;
 }
 
 int pm_subscribe_strided(pm_subscription_t *sub, int mem, pm_access_t access,
@@ -119,11 +171,12 @@ int pm__subscribe_chunk(pm__task_t *t, uint64_t chunk)
     pm__chunk_subs_t *cs = &t->chunk_subs[chunk];
     uint64_t first, last;
     pm__chunk_span(t, chunk, &first, &last);
-    /* Room for two records per subtask to begin with. */
-    uint64_t nsub = last - first;
-    size_t off = ((size_t)(nsub + 1) * sizeof *cs->start + 15) & ~(size_t)15;
-    uint32_t cap = nsub < 2048 ? 2 * (uint32_t)nsub + 2 : 4096;
-    cs->start = malloc(off + cap * sizeof *cs->recs);
+    size_t off;
+    uint32_t cap;
+    first_room(last - first, &off, &cap); /* fits the room: no chunk is longer than the grain */
+    void *room = chunk_room(t, chunk);
+    cs->own = room == NULL;
+    cs->start = room != NULL ? room : malloc(off + cap * sizeof *cs->recs);
     if (cs->start == NULL) {
         pm__task_fail(t, PM_ENOMEM, first, "out of memory recording subscriptions");
         return PM_ENOMEM;
@@ -150,7 +203,8 @@ int pm__subscribe_chunk(pm__task_t *t, uint64_t chunk)
 
 void pm__chunk_subs_free(pm__chunk_subs_t *cs)
 {
-    free(cs->start); /* the records too */
+    if (cs->own)
+        free(cs->start); /* the records too */
     *cs = (pm__chunk_subs_t){0};
 }
 
@@ -216,7 +270,8 @@ static int check_memory(pm__task_t *t, int m)
                  "(PMLIB_CHECK=1 checks it)", (unsigned long long)t->seq, m, (unsigned long long)n);
         return 0;
     }
-    wblock_t *b = n <= SIZE_MAX / sizeof *b ? malloc(n * sizeof *b) : NULL;
+    wblock_t few[32];
+    wblock_t *b = n <= 32 ? few : n <= SIZE_MAX / sizeof *b ? malloc(n * sizeof *b) : NULL;
     if (b == NULL && pm__check_mode) {
         pm__task_fail(t, PM_ENOMEM, 0, "no memory to check the %llu written blocks of memory %d "
                       "for overlaps (PMLIB_CHECK=1 never skips it); subscribe fewer, larger blocks",
@@ -251,7 +306,8 @@ static int check_memory(pm__task_t *t, int m)
             maxid = b[i].id;
         }
     }
-    free(b);
+    if (b != few)
+        free(b);
     return rc;
 }
 
@@ -277,6 +333,10 @@ int pm__subscribe_check_overlap(pm__task_t *t)
  * for overlapping writes. Host 0 keeps the last two checked sets of each
  * of a few callback sets and hands them to such tasks, which then skip the
  * subscribe phase. PM_TASK_FRESH_SUBSCRIPTIONS turns this off per task.
+ * A callback set whose tasks never match (a timestep in the configuration)
+ * would only pay for keeping: once PM__SUBS_BARREN of its sets in a row were
+ * never reused, only every PM__SUBS_RETRY-th of its tasks keeps its set, so
+ * that a program whose tasks begin to repeat is still noticed.
  */
 struct pm__subs_set {
     atomic_int refs;
@@ -290,6 +350,8 @@ struct pm__subs_set {
  * program whose configuration changes every task (a timestep in it) takes
  * no more than two from other callback sets. */
 #define PM__SUBS_PER_CALLBACKS 2
+#define PM__SUBS_BARREN 8
+#define PM__SUBS_RETRY 64
 
 typedef struct subs_key {
     char name[PM__NAME_MAX];
@@ -306,6 +368,9 @@ static struct {
     subs_key_t key[PM__SUBS_CACHE];
     pm__subs_set_t *set[PM__SUBS_CACHE];
     uint64_t used[PM__SUBS_CACHE], clock;
+    uint32_t hits[PM__SUBS_CACHE];   /* tasks that reused the entry */
+    uint32_t barren[PM__SUBS_CACHE]; /* its callback set's entries before it, in a row, never reused */
+    uint32_t skipped[PM__SUBS_CACHE]; /* tasks of its callback set since it that kept nothing */
 } SC = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static bool key_matches(const subs_key_t *k, const pm__task_t *t)
@@ -347,6 +412,7 @@ bool pm__subs_reuse(pm__task_t *t)
             hit = SC.set[i];
             atomic_fetch_add(&hit->refs, 1);
             SC.used[i] = ++SC.clock;
+            SC.hits[i]++;
         }
     pthread_mutex_unlock(&SC.lock);
     if (hit == NULL)
@@ -357,9 +423,54 @@ bool pm__subs_reuse(pm__task_t *t)
     return true;
 }
 
+/* Where a new set of callbacks `name` would go (lock held). */
+typedef struct {
+    int slot;       /* the oldest of its own once it has PM__SUBS_PER_CALLBACKS, else an empty or the oldest entry */
+    int newest;     /* its own newest entry, -1: none */
+    uint32_t barren; /* its entries kept in a row that no task reused, the new one included */
+} victim_t;
+
+static victim_t victim_locked(const char *name)
+{
+    int slot = 0, own = -1, nown = 0, newest = -1;
+    bool reused = false;
+    uint32_t barren = 0;
+    for (int i = 0; i < PM__SUBS_CACHE; i++) {
+        if (SC.set[i] != NULL && strcmp(SC.key[i].name, name) == 0) {
+            nown++;
+            if (own < 0 || SC.used[i] < SC.used[own])
+                own = i;
+            if (newest < 0 || SC.used[i] > SC.used[newest])
+                newest = i;
+            reused |= SC.hits[i] > 0;
+            barren = SC.barren[i] > barren ? SC.barren[i] : barren;
+        }
+        if (SC.set[i] == NULL || (SC.set[slot] != NULL && SC.used[i] < SC.used[slot]))
+            slot = i;
+    }
+    return (victim_t){.slot = nown >= PM__SUBS_PER_CALLBACKS ? own : slot, .newest = newest,
+                      .barren = reused ? 0 : barren + 1};
+}
+
+/* Whether t's set is worth keeping: not when its callback set's last
+ * PM__SUBS_BARREN entries were all never reused, except now and then
+ * (lock held; its newest entry counts the tasks that kept nothing). */
+static bool worth_keeping_locked(const pm__task_t *t)
+{
+    victim_t v = victim_locked(t->cbs.name);
+    if (v.barren <= PM__SUBS_BARREN)
+        return true;
+    return ++SC.skipped[v.newest] % PM__SUBS_RETRY == 0;
+}
+
 void pm__subs_keep(pm__task_t *t)
 {
     if (!cacheable(t) || t->subs_set != NULL || t->status != 0)
+        return;
+    pthread_mutex_lock(&SC.lock);
+    bool worth = worth_keeping_locked(t);
+    pthread_mutex_unlock(&SC.lock);
+    if (!worth)
         return;
     pm__subs_set_t *set = malloc(sizeof *set);
     unsigned char *conf = t->desc.conf_bytes ? malloc(t->desc.conf_bytes) : NULL;
@@ -374,7 +485,7 @@ void pm__subs_keep(pm__task_t *t)
     t->subs_set = set;
     subs_key_t k = {.subtasks = t->desc.subtasks, .grain = t->grain, .nmem = t->desc.nmem,
                     .conf_bytes = t->desc.conf_bytes, .conf = conf};
-    snprintf(k.name, sizeof k.name, "%s", t->cbs.name);
+    memcpy(k.name, t->cbs.name, sizeof k.name);
     for (int m = 0; m < k.nmem; m++) {
         k.bytes[m] = t->mems[m]->bytes;
         k.access[m] = (int)t->desc.mem[m].access;
@@ -383,25 +494,16 @@ void pm__subs_keep(pm__task_t *t)
     if (conf != NULL)
         memcpy(conf, t->conf, k.conf_bytes);
     pthread_mutex_lock(&SC.lock);
-    /* The oldest of the same callbacks' entries once they have
-     * PM__SUBS_PER_CALLBACKS, else an empty or the oldest one. */
-    int slot = 0, mine = -1, nmine = 0;
-    for (int i = 0; i < PM__SUBS_CACHE; i++) {
-        if (SC.set[i] != NULL && strcmp(SC.key[i].name, k.name) == 0) {
-            nmine++;
-            if (mine < 0 || SC.used[i] < SC.used[mine])
-                mine = i;
-        }
-        if (SC.set[i] == NULL || (SC.set[slot] != NULL && SC.used[i] < SC.used[slot]))
-            slot = i;
-    }
-    if (nmine >= PM__SUBS_PER_CALLBACKS)
-        slot = mine;
+    victim_t v = victim_locked(k.name);
+    int slot = v.slot;
     pm__subs_set_t *old = SC.set[slot];
     unsigned char *old_conf = SC.key[slot].conf;
+    SC.barren[slot] = v.barren;
     SC.key[slot] = k;
     SC.set[slot] = set;
     SC.used[slot] = ++SC.clock;
+    SC.hits[slot] = 0;
+    SC.skipped[slot] = 0;
     pthread_mutex_unlock(&SC.lock);
     free(old_conf);
     set_drop(old);
@@ -423,6 +525,7 @@ void pm__subs_cache_clear(void)
         SC.set[i] = NULL;
         SC.key[i] = (subs_key_t){0};
         SC.used[i] = 0;
+        SC.hits[i] = SC.barren[i] = SC.skipped[i] = 0;
     }
     SC.clock = 0;
     pthread_mutex_unlock(&SC.lock);

@@ -270,21 +270,36 @@ static int block_nmem(int nmem)
     return nmem > 0 && nmem <= PM_MAX_TASK_MEMORIES ? nmem : 0;
 }
 
+/* With many tasks in flight the next cached block is far out of every
+ * cache; asking for it now, while the program goes on to its next submit,
+ * turns the misses of setting it up into hits (a prefetch of a block taken
+ * meanwhile by another thread is only wasted). */
+static void prefetch_lines(const void *p, size_t bytes)
+{
+    for (size_t o = 0; o < bytes; o += 64)
+        __builtin_prefetch((const char *)p + o, 1, 0);
+}
+
 static pm__task_t *block_get(int nmem)
 {
-    void *b = NULL;
+    void *b = NULL, *next = NULL;
     size_t bytes = block_bytes(nmem);
     if (BLOCK_CACHE_ON) {
         pm__lock(&block_cache.lock);
         b = block_cache.head[nmem];
         if (b != NULL) {
-            block_cache.head[nmem] = *(void **)b;
+            next = block_cache.head[nmem] = *(void **)b;
             block_cache.bytes -= bytes;
         }
         pm__unlock(&block_cache.lock);
     }
     if (b != NULL) { /* its per-stub lines hold an older gen: they read as empty */
-        memset(b, 0, head_bytes(nmem));
+        size_t head = head_bytes(nmem);
+        memset(b, 0, head);
+        if (next != NULL) { /* not the stubs' counters: their stubs write them */
+            prefetch_lines(next, head);
+            prefetch_lines((char *)next + head + counts_bytes(), round64(pm__rt.ranges_bytes));
+        }
         return b;
     }
     b = pm__aligned_alloc(bytes);
@@ -435,11 +450,8 @@ int pm__task_create(const pm_task_desc_t *d, const pm__callbacks_t *cbs, pm__tas
         for (int i = 0; i < n; i++)
             atomic_init(&t->running[i], UINT64_MAX);
     }
-    if (cbs->cb.subscribe != NULL) {
-        t->chunk_subs = calloc(t->nchunks, sizeof *t->chunk_subs);
-        if (t->chunk_subs == NULL)
-            goto nomem;
-    }
+    if (cbs->cb.subscribe != NULL && pm__subs_alloc(t) != 0)
+        goto nomem;
     if (t->nred > 0 && pm__hooks.tree_create(t) != 0)
         goto nomem;
     *out = t;
@@ -644,12 +656,9 @@ static void wake_stubs_locked(wake_t *w, int k, uint64_t poke, uint64_t wake, pm
  * every stub through the ready lock. Should the model be wrong, a stub
  * whose chunk ran long engages the rest (pm__task_wake_more).
  */
-static uint64_t cpu_stubs_worth(const pm__task_t *t, double worth_ns)
+static uint64_t cpu_stubs_worth(const pm__task_t *t, double ns, double worth_ns)
 {
-    if (t->nchunks <= 1)
-        return t->nchunks;
-    double ns = pm__hooks.model_ns(t->cbs.model, PM_DEVICE_CPU, NULL);
-    if (ns <= 0)
+    if (t->nchunks <= 1 || ns <= 0)
         return t->nchunks;
     double stubs = ns * (double)t->desc.subtasks / worth_ns;
     if (stubs < 1)
@@ -726,8 +735,9 @@ void pm__task_ready_locked(pm__task_t *t)
         if (prepare) {
             poke = wake = t->nchunks;
         } else if ((t->every_kind >> k) & 1u) {
-            poke = k == 0 ? cpu_stubs_worth(t, PM__POKE_WORTH_NS) : t->nchunks;
-            wake = k == 0 ? cpu_stubs_worth(t, PM__WAKE_WORTH_NS) : t->nchunks;
+            double ns = k == 0 && t->nchunks > 1 ? pm__hooks.model_ns(t->cbs.model, PM_DEVICE_CPU, NULL) : 0;
+            poke = k == 0 ? cpu_stubs_worth(t, ns, PM__POKE_WORTH_NS) : t->nchunks;
+            wake = k == 0 ? cpu_stubs_worth(t, ns, PM__WAKE_WORTH_NS) : t->nchunks;
             /* A stub that made t ready (it finished what t waited for)
              * looks for work next and finds t: one stub fewer to engage,
              * so a short task is not split between it and a poked one. */

@@ -205,12 +205,14 @@ double pm__model_ns_named(const pm__model_t *m, int kind, const char *name)
     if (m == NULL)
         return 0;
     char clean[sizeof m->dev[0].name];
-    if (kind == PM_DEVICE_CPU) {
+    if (kind == PM_DEVICE_CPU) { /* asked at every ready task: its name is clean already */
         pthread_once(&cpu_once, read_cpu_name);
         name = cpu_name;
+    } else {
+        clean_name(clean, sizeof clean, name);
+        name = clean;
     }
-    clean_name(clean, sizeof clean, name);
-    int i = find_dev(m, kind, clean);
+    int i = find_dev(m, kind, name);
     return i < 0 ? 0 : dev_ns(&m->dev[i]);
 }
 

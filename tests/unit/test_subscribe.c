@@ -13,7 +13,14 @@
  *   the descriptor) afterwards does not reach the subtasks;
  * - tasks of two shapes in turn (a row pass and a column pass) subscribe
  *   once each and then reuse their checked subscriptions; a third shape
- *   of the same callbacks makes the oldest subscribe again.
+ *   of the same callbacks makes the oldest subscribe again;
+ * - tasks whose configuration changes every time (a timestep in it) give
+ *   the serial result while pmlib stops keeping their subscriptions, and
+ *   once such tasks start to repeat their configuration, they reuse
+ *   subscriptions again within PM__SUBS_RETRY (64) tasks;
+ * - a subtask with many more subscriptions than its chunk's first room
+ *   (records grown out of the task's own allocation) reads and writes
+ *   every one of them.
  */
 #include "testutil.h"
 
@@ -730,6 +737,122 @@ START_TEST(test_two_shapes_in_turn_reuse_subscriptions)
 }
 END_TEST
 
+/* ------------------------------------------------------------------------ */
+/* Configurations that change every task; many records per subtask          */
+/* ------------------------------------------------------------------------ */
+
+struct step_conf {
+    int step; /* changes every task: no two tasks share a configuration */
+    int pass;
+};
+
+static int step_subscribe(pm_subscription_t *sub, const pm_subtask_info_t *info)
+{
+    const struct step_conf *c = info->conf;
+    int pass = c->pass;
+    pm_subtask_info_t view = *info;
+    view.conf = &pass;
+    return shape_subscribe(sub, &view);
+}
+
+static int step_cpu(const pm_subtask_info_t *info)
+{
+    const struct step_conf *c = info->conf;
+    uint32_t *m = info->mem[0];
+    for (uint64_t k = 0; k < SHAPE_N; k++)
+        m[info->id * SHAPE_N + k] += (uint32_t)c->step;
+    return 0;
+}
+
+static int run_step(pm_memory_t m, int step)
+{
+    pm_task_desc_t d;
+    struct step_conf c = {.step = step, .pass = 0};
+    int before = atomic_load(&shape_subscribes);
+    tu_desc(&d, "steps", SHAPE_N);
+    tu_add(&d, m, PM_READ_WRITE);
+    d.conf = &c;
+    d.conf_bytes = sizeof c;
+    ck_assert_int_eq(tu_run(&d), PM_OK);
+    return atomic_load(&shape_subscribes) - before;
+}
+
+START_TEST(test_changing_conf_then_repeating)
+{
+    pm_memory_t m = tu_memory(SHAPE_N * SHAPE_N * sizeof(uint32_t));
+    memset(pm_memory_data(m), 0, SHAPE_N * SHAPE_N * sizeof(uint32_t));
+    tu_register("steps", step_subscribe, step_cpu);
+    uint32_t want = 0;
+    for (int step = 1; step <= 100; step++) { /* never the same configuration */
+        ck_assert_int_eq(run_step(m, step), SHAPE_N);
+        want += (uint32_t)step;
+    }
+    /* The same configuration from now on: reuse resumes within 64 tasks
+     * and then holds. */
+    int first_reuse = -1;
+    for (int i = 0; i < 80; i++) {
+        int subscribed = run_step(m, 7);
+        want += 7;
+        if (first_reuse < 0 && subscribed == 0)
+            first_reuse = i;
+        else if (first_reuse >= 0)
+            ck_assert_int_eq(subscribed, 0);
+    }
+    ck_assert_int_ge(first_reuse, 0);
+    ck_assert_int_le(first_reuse, 65);
+    const uint32_t *a = pm_memory_data(m);
+    for (size_t i = 0; i < SHAPE_N * SHAPE_N; i++)
+        ck_assert_uint_eq(a[i], want);
+}
+END_TEST
+
+/* Subtask i owns bytes i*MANY .. i*MANY+MANY-1, subscribed one byte at a
+ * time every other byte, then the bytes between: MANY records. */
+#define MANY 48
+
+static int many_subscribe(pm_subscription_t *sub, const pm_subtask_info_t *info)
+{
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t b = (size_t)pass; b < MANY; b += 2) {
+            int rc = pm_subscribe(sub, 0, PM_READ_WRITE, info->id * MANY + b, 1);
+            if (rc != 0)
+                return rc;
+        }
+    return 0;
+}
+
+static int many_cpu(const pm_subtask_info_t *info)
+{
+    unsigned char *m = info->mem[0];
+    for (size_t b = 0; b < MANY; b++)
+        m[info->id * MANY + b] = (unsigned char)(m[info->id * MANY + b] * 3 + info->id + b);
+    return 0;
+}
+
+START_TEST(test_many_records_per_subtask)
+{
+    const uint64_t n = 2 + (uint64_t)_i * 37; /* a task subscribed at submit, and one by the stubs */
+    pm_memory_t m = tu_memory(n * MANY);
+    unsigned char *a = pm_memory_data(m), *want = malloc(n * MANY);
+    ck_assert_ptr_nonnull(want);
+    for (size_t i = 0; i < n * MANY; i++)
+        a[i] = want[i] = (unsigned char)(i * 7);
+    tu_register("many", many_subscribe, many_cpu);
+    for (int round = 0; round < 3; round++) {
+        pm_task_desc_t d;
+        tu_desc(&d, "many", n);
+        tu_add(&d, m, PM_READ_WRITE);
+        d.flags |= round == 2 ? PM_TASK_FRESH_SUBSCRIPTIONS : 0;
+        ck_assert_int_eq(tu_run(&d), PM_OK);
+        for (uint64_t id = 0; id < n; id++)
+            for (size_t b = 0; b < MANY; b++)
+                want[id * MANY + b] = (unsigned char)(want[id * MANY + b] * 3 + id + b);
+    }
+    ck_assert_mem_eq(a, want, n * MANY);
+    free(want);
+}
+END_TEST
+
 static Suite *subscribe_suite(void)
 {
     Suite *s = suite_create("subscribe");
@@ -757,6 +880,8 @@ static Suite *subscribe_suite(void)
     tcase_add_test(misc, test_no_subscribe_with_memory);
     tcase_add_test(misc, test_conf_copied_at_submit);
     tcase_add_test(misc, test_two_shapes_in_turn_reuse_subscriptions);
+    tcase_add_test(misc, test_changing_conf_then_repeating);
+    tcase_add_loop_test(misc, test_many_records_per_subtask, 0, 3);
 
     suite_add_tcase(s, view);
     suite_add_tcase(s, strided);
