@@ -261,7 +261,7 @@ typedef struct pm__task {
     int nred;                           /* reduced memories */
 
     int state;   /* enum pm__task_state; written under the runtime lock */
-    int ndeps;   /* unfinished earlier tasks it waits for */
+    atomic_int ndeps; /* unfinished earlier tasks it waits for (+1 while held for subscribing at submit) */
     struct pm__task **dependents; /* dep_room until more are needed */
     int ndependents, cap_dependents;
     struct pm__task *dep_room[2];
@@ -780,7 +780,15 @@ static inline double pm__stubs_rate(const pm__task_t *t, bool run_only)
  * inside pmlib while they run (pm__inside), so that pm_finalize can refuse
  * to tear down under another thread. */
 enum { PM__LIFE_DOWN, PM__LIFE_STARTING, PM__LIFE_UP, PM__LIFE_STOPPING };
-extern atomic_int pm__life, pm__inside;
+extern atomic_int pm__life;
+/* Written twice by every public call: alone on its cache line, or the
+ * read-mostly globals beside it (the hooks, the checking mode) would be
+ * taken from every stub's cache at each call. */
+typedef struct {
+    _Alignas(64) atomic_int n;
+    char pad[64 - sizeof(atomic_int)];
+} pm__calls_t;
+extern pm__calls_t pm__inside;
 int pm__enter(void);
 void pm__leave(int *entered);
 

@@ -18,23 +18,23 @@ _Thread_local int pm__internal_thread;
 _Thread_local pm__stub_t *pm__self_stub;
 
 atomic_int pm__life;
-atomic_int pm__inside; /* public calls running now */
+pm__calls_t pm__inside; /* public calls running now */
 
 int pm__enter(void)
 {
     if (pm__internal_thread) /* a callback: pm_finalize waits for it anyway */
         return atomic_load(&pm__life) == PM__LIFE_DOWN ? 0 : 2;
-    atomic_fetch_add(&pm__inside, 1);
+    atomic_fetch_add(&pm__inside.n, 1);
     if (atomic_load(&pm__life) == PM__LIFE_UP)
         return 1;
-    atomic_fetch_sub(&pm__inside, 1);
+    atomic_fetch_sub(&pm__inside.n, 1);
     return 0;
 }
 
 void pm__leave(int *entered)
 {
     if (*entered == 1)
-        atomic_fetch_sub(&pm__inside, 1);
+        atomic_fetch_sub(&pm__inside.n, 1);
 }
 
 static inline void pm__cpu_relax(void)

@@ -819,7 +819,7 @@ static int reserve_dependents(pm__task_t *e, int more)
 static void add_dependent(pm__task_t *earlier, pm__task_t *later)
 {
     earlier->dependents[earlier->ndependents++] = later;
-    later->ndeps++;
+    atomic_fetch_add_explicit(&later->ndeps, 1, memory_order_relaxed);
 }
 
 static void reader_unlink(pm__memory_t *m, pm__reader_t *r)
@@ -993,8 +993,8 @@ static int enqueue_locked(pm__task_t *t, bool *held)
     __atomic_add_fetch(&pm__rt.nactive_local, 1, __ATOMIC_RELAXED);
     t->state = PM__TASK_WAITING;
     *held = subscribe_at_submit(t);
-    t->ndeps += *held;
-    if (t->ndeps == 0)
+    atomic_fetch_add_explicit(&t->ndeps, *held, memory_order_relaxed);
+    if (atomic_load_explicit(&t->ndeps, memory_order_relaxed) == 0)
         make_ready_locked(t, true);
     return 0;
 }
@@ -1037,12 +1037,16 @@ int pm_task_submit(const pm_task_desc_t *desc, pm_task_t *task)
         task_free(t);
         return rc;
     }
+    /* The last of t's dependencies to go makes it ready: mostly a task it
+     * waits for, which ends under the runtime lock; the lock is taken here
+     * only when subscribing was the last. */
     if (held) {
         subscribe_now(t);
-        pthread_mutex_lock(&pm__rt.lock);
-        if (--t->ndeps == 0)
+        if (atomic_fetch_sub(&t->ndeps, 1) == 1) {
+            pthread_mutex_lock(&pm__rt.lock);
             make_ready_locked(t, false);
-        pthread_mutex_unlock(&pm__rt.lock);
+            pthread_mutex_unlock(&pm__rt.lock);
+        }
     }
     task->id = t->handle;
     pm__debug("task %llu submitted: %llu subtasks in %llu chunks, callbacks '%s', %s",
@@ -1184,7 +1188,7 @@ static void release_locked(pm__task_t *t)
         pm__hooks.task_released(t);
     __atomic_sub_fetch(&pm__rt.nactive_local, 1, __ATOMIC_RELEASE);
     for (int i = 0; i < t->ndependents; i++)
-        if (--t->dependents[i]->ndeps == 0)
+        if (atomic_fetch_sub(&t->dependents[i]->ndeps, 1) == 1)
             make_ready_locked(t->dependents[i], false);
     t->ndependents = 0;
     if (t->status != 0 && pm__rt.first_failure == 0)

@@ -179,7 +179,7 @@ int pm_finalize(void)
         return PM__FAIL(PM_ENOTINIT, "pm_finalize called %s; call it once, after pm_init",
                         expect == PM__LIFE_STOPPING ? "while another thread runs pm_finalize"
                         : expect == PM__LIFE_STARTING ? "while pm_init runs" : "before pm_init (or twice)");
-    int others = atomic_load(&pm__inside);
+    int others = atomic_load(&pm__inside.n);
     if (others > 0) {
         atomic_store(&pm__life, PM__LIFE_UP);
         return PM__FAIL(PM_EBUSY, "pm_finalize called while %d other call(s) run in other threads "
