@@ -116,6 +116,8 @@ static const char *close_failure(int rc)
  * for the rest of the process; anything else leaves the GPU usable. */
 static void check_device(const run_t *r)
 {
+    if (r->p->broken)
+        return; /* said once, when it broke */
     cudaError_t e = pm__cuda_last_error;
     PM__CUDA(QUIET, cudaGetLastError());
     if (PM__CUDA(QUIET, cudaDeviceSynchronize()) == 0) {
