@@ -69,16 +69,18 @@ void pm__hosts_note_overhead(int h, double seconds, bool only_lower)
         seconds = 0;
     /* About the last 8 samples, but not the first (a host's first task
      * makes its mirrors and wakes its threads: 4 ms where later ones cost
-     * 30 us on 2 cores), and a higher one at most doubles it: a spike
-     * would keep the host out, and a host left out is measured again only
-     * rarely. */
+     * 30 us on 2 cores), each counted as at most twice the average: one
+     * spike would keep the host out, and a host left out is measured again
+     * only rarely (2 ranks x 1 stub on 2 cores, chunks of 26 us: samples of
+     * 18 to 36 us and one of 86 us, which as it was moved the average from
+     * 22 to 30 us and the host out for the rest of the run). */
     if (hc[h].samples++ == 0)
         return;
     double *o = &hc[h].overhead;
-    if (only_lower) /* a probe of a host left out: taken as it is when lower */
+    if (only_lower) /* a host measured after tasks without it: taken as it is when lower */
         *o = fmin(*o, seconds);
     else
-        *o = fmin(*o + (seconds - *o) / 8, fmax(2 * *o, 1e-6));
+        *o += (fmin(seconds, fmax(2 * *o, 1e-6)) - *o) / 8;
 }
 
 void pm__hosts_backlog_add(int h, double seconds)
@@ -471,7 +473,9 @@ static void split_hosts_by_cost(pm__task_t *t)
     t->hosts_by_cost = true;
     uint64_t lo = 0;
     for (int h = 0; h < n; h++) {
-        t->host_fed[h] = count[h] > 0;
+        /* A host given a share again after tasks without one was idle: its
+         * report is measured as a probe's is. */
+        t->host_fed[h] = count[h] == 0 ? 0 : h > 0 && h < nhc && hc[h].left_out > 0 ? 6 : 1;
         /* A host left out for long gets a chunk now and then, so that an
          * overhead measured in a bad moment does not keep it out for good. */
         if (h > 0 && rate[h] > 0 && pm__hosts_probe_due(h, count[h] > 0) && count[0] > 0) {

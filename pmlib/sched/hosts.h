@@ -29,9 +29,10 @@ uint64_t pm__grant_by_cost(double mine, double theirs, double lat, uint64_t left
 /* What involving host h in a task costs beyond running chunks and moving
  * bytes (messages, wake-ups), in seconds: seeded from a round trip at
  * start-up, then a running average of what host 0 observes but the first
- * sample, a higher one at most doubling it; with only_lower (a probe of a
- * host left out) a lower sample is taken as it is, a higher one not at
- * all (runtime lock). */
+ * sample, each counted as at most twice the average; with only_lower (a
+ * host measured after tasks without it: a probe, or a share given again)
+ * a lower sample is taken as it is, a higher one not at all (runtime
+ * lock). */
 void pm__hosts_overhead_init(int nhosts);
 void pm__hosts_overhead_free(void);
 void pm__hosts_seed_overhead(int h, double seconds);

@@ -761,7 +761,7 @@ static void on_chunk_done(int src, pm__rbuf_t *m)
     pthread_mutex_lock(&pm__rt.lock);
     pm__task_t *t = pm__task_find_locked(seq);
     if (t != NULL && t->host_fed != NULL && src < pm__rt.nhosts &&
-        (t->host_fed[src] == 1 || t->host_fed[src] == 4)) {
+        (t->host_fed[src] == 1 || t->host_fed[src] == 4 || t->host_fed[src] == 6)) {
         /* A host's first report of a task it had a share of from the start:
          * what involving it cost beyond running the chunk and moving its
          * bytes (messages, wake-ups). A host measured again after being
@@ -771,11 +771,11 @@ static void on_chunk_done(int src, pm__rbuf_t *m)
          * 1 ms between rounds, its probes measured the naps, and it stayed
          * out for good (Task Bench stencil_1d on 2 ranks x 1 stub ran one
          * whole run in three or so on host 0 alone, 1.6x slower). */
-        bool probe = t->host_fed[src] == 4;
+        bool probe = t->host_fed[src] == 4, cold = probe || t->host_fed[src] == 6;
         t->host_fed[src] = probe ? 5 : 2;
         double moved = pm__hosts_moving(src, t->xfer_common + t->xfer_in + t->xfer_out);
-        double late = probe ? (double)late_ns * 1e-9 : 0;
-        pm__hosts_note_overhead(src, pm__now() - t->t_start - (double)run_ns * 1e-9 - moved - late, probe);
+        double late = cold ? (double)late_ns * 1e-9 : 0;
+        pm__hosts_note_overhead(src, pm__now() - t->t_start - (double)run_ns * 1e-9 - moved - late, cold);
     }
     if (t != NULL && t->host_run != NULL && src < pm__rt.nhosts)
         atomic_fetch_add(&t->host_run[src].chunks, 1);

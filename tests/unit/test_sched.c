@@ -2,8 +2,9 @@
  * Range hand-out and stealing: every chunk of a task goes to exactly one
  * stub, whatever the interleaving; initial shares are contiguous and follow
  * the weights; idle stubs steal under pull and never under static. Between
- * hosts, shares and grants follow speed and the cost of moving data, and a
- * task's bytes per chunk come from its subscriptions.
+ * hosts, shares and grants follow speed and the cost of moving data, the
+ * learned overhead of involving a host resists spikes, and a task's bytes
+ * per chunk come from its subscriptions.
  */
 #include <check.h>
 #include <math.h>
@@ -255,6 +256,30 @@ START_TEST(grant_only_what_pays)
 }
 END_TEST
 
+/* The overhead of involving a host: the first sample is left out (threads
+ * waking, mirrors made), a spike counts as at most twice the average, and
+ * a host measured after tasks without it may only lower it. */
+START_TEST(overhead_resists_spikes)
+{
+    pm__hosts_overhead_init(2);
+    pm__hosts_seed_overhead(1, 20e-6);
+    pm__hosts_note_overhead(1, 5e-3, false);
+    ck_assert(fabs(pm__hosts_overhead(1) - 20e-6) < 1e-15);
+    pm__hosts_note_overhead(1, 86e-6, false); /* counted as 40 us */
+    ck_assert(fabs(pm__hosts_overhead(1) - 22.5e-6) < 1e-15);
+    pm__hosts_note_overhead(1, 14.5e-6, false);
+    ck_assert(fabs(pm__hosts_overhead(1) - 21.5e-6) < 1e-15);
+    pm__hosts_note_overhead(1, 300e-6, true); /* after tasks without it: not higher */
+    ck_assert(fabs(pm__hosts_overhead(1) - 21.5e-6) < 1e-15);
+    pm__hosts_note_overhead(1, 12e-6, true);
+    ck_assert(fabs(pm__hosts_overhead(1) - 12e-6) < 1e-15);
+    for (int i = 0; i < 40; i++) /* a host that became dear is followed */
+        pm__hosts_note_overhead(1, 1e-3, false);
+    ck_assert(pm__hosts_overhead(1) > 500e-6);
+    pm__hosts_overhead_free();
+}
+END_TEST
+
 /* What a host's chunks took beyond the link and its devices is learned as a
  * cost per byte moved there, which slows its chunks in later splits; a
  * probe may only lower it, and tasks moving little teach nothing. */
@@ -392,6 +417,7 @@ int main(void)
     tcase_add_test(th, grant_only_what_pays);
     tcase_add_test(th, give_at_most);
     tcase_add_test(th, learn_cost_of_moving);
+    tcase_add_test(th, overhead_resists_spikes);
     tcase_add_test(th, chunk_bytes_from_subscriptions);
     suite_add_tcase(s, th);
     SRunner *sr = srunner_create(s);
