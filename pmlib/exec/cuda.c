@@ -495,6 +495,7 @@ static int checked_call(pm__stub_t *s, pm__task_t *t, pm_subtask_info_t *info)
             fail(&r, info->id, PM_ECUDA, "copying its checking view to the gpu failed");
             return PM__CALL_FAILED;
         }
+        r.cnt->bytes_to_gpu += d.mem[m] != NULL ? n : 0; /* what crossed, as the stats count it */
     }
     int crc = invoke_cuda(&r, &d, st);
     if (PM__CUDA(QUIET, cudaStreamSynchronize(st)) != 0) {
@@ -510,6 +511,7 @@ static int checked_call(pm__stub_t *s, pm__task_t *t, pm_subtask_info_t *info)
             fail(&r, info->id, PM_ECUDA, "copying its checking view from the gpu failed");
             return PM__CALL_FAILED;
         }
+        r.cnt->bytes_from_gpu += d.mem[m] != NULL ? info->mem_bytes[m] : 0;
     }
     return crc != 0 ? PM__CALL_FAILED : 0;
 }

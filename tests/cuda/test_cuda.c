@@ -979,7 +979,8 @@ static pm_task_t submit_peek(pm_memory_t in, pm_memory_t out, uint64_t *n, uint6
 }
 
 /*
- * PMLIB_CHECK=1 on GPU subtasks: right code gives the serial loop's bytes;
+ * PMLIB_CHECK=1 on GPU subtasks: right code gives the serial loop's bytes,
+ * and the stats count the views that crossed to the GPU and back;
  * a write past a subscription fails the task with PM_ESTRAY naming the
  * subtask and keeps the stray bytes out of the memory; a read outside the
  * subscriptions sees the poison; a write into a PM_READ memory fails the
@@ -1001,6 +1002,9 @@ START_TEST(test_checking_mode_on_the_gpu)
     ck_assert_int_eq(run_stats(&d, &st), PM_OK);
     check_slices(m, n);
     ck_assert_uint_eq(st.subtasks_gpu, subtasks);
+    /* Each subtask's view is the whole memory, and the stats count it. */
+    ck_assert_uint_eq(st.bytes_to_gpu, subtasks * n * sizeof(double));
+    ck_assert_uint_eq(st.bytes_from_gpu, subtasks * n * sizeof(double));
 
     memset(pm_memory_data(m), 0xA5, n * sizeof(double));
     c.stray_id = 5;
