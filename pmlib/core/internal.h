@@ -460,29 +460,6 @@ typedef struct pm__sched_policy {
     void (*fini)(pm__task_t *t);
 } pm__sched_policy_t;
 
-const pm__sched_policy_t *pm__sched_policy(pm_sched_t id);
-/* The stubs' report of a finished chunk of `subtasks` subtasks that took
- * `ns` to the callback set's performance model (sched/model.c). */
-struct pm__stub;
-void pm__model_note_chunk(const pm__task_t *t, const struct pm__stub *s, uint64_t subtasks,
-                          uint64_t ns);
-pm_sched_t pm__sched_parse(const char *name);
-const char *pm__sched_name(pm_sched_t id);
-
-/* ---- reduce (reduce/) -------------------------------------------------- */
-
-int pm__reduce_tree_create(pm__task_t *t);
-/* Hands the outputs of a finished chunk to the fixed merge tree. */
-struct pm__accset;
-/* Hands a finished subtree (level 0: one chunk) to the fixed merge tree. */
-int pm__reduce_tree_push(pm__task_t *t, int level, uint64_t index, struct pm__accset *acc);
-/* Calls fn for each finished subtree still waiting for its sibling (the
- * partial results a remote host sends to host 0) and takes them. */
-int pm__reduce_tree_partials(pm__task_t *t, void (*fn)(void *ctx, int level, uint64_t index,
-                                                        struct pm__accset *acc), void *ctx);
-/* Writes the merged result into the memories. */
-int pm__reduce_tree_apply(pm__task_t *t);
-void pm__reduce_tree_free(pm__task_t *t);
 
 /* ---- execution (exec/) ------------------------------------------------- */
 
@@ -547,14 +524,6 @@ static inline bool pm__guard_stalled(const pm__stub_t *stubs, int stub, double n
     return (double)((uint64_t)(pm__now() * 1e9) - since) > 4 * ns;
 }
 
-extern const pm__device_ops_t pm__cpu_ops;
-/* PMLIB_CHECK (exec/check.c): read in pm_init, after the stubs started. */
-void pm__check_init(void);
-int pm__stubs_start(void);
-void pm__stubs_stop(void);
-/* Has every stub with a device to set up (a GPU's context, streams,
- * staging) do it now, on its own thread, once per process. */
-void pm__stubs_warm(void);
 /* Whether a stub may run the task's subtasks; whether a GPU of that compute
  * capability may (device mask, cuda callback, min_cc, device filter). */
 int pm__task_runnable_on(const pm__task_t *t, const pm__stub_t *s);
@@ -592,9 +561,6 @@ typedef struct pm__host_info {
 } pm__host_info_t;
 extern pm__host_info_t *pm__hosts;
 
-/* Host 0: chunks per second host h runs task t, by the performance model
- * (0: unknown or none; sched/hosts.c). */
-double pm__host_speed(pm__task_t *t, int h);
 /* How much of task t host h should get first: its stubs that may run it
  * (1 each under static-equal); whether CPU stubs may run t. */
 double pm__host_weight(pm__task_t *t, int h);
@@ -652,26 +618,11 @@ typedef struct pm__hooks {
 } pm__hooks_t;
 extern pm__hooks_t pm__hooks;
 
-/* ---- trace (trace/) ----------------------------------------------------- */
+/* ---- trace: what a span is (core tells the trace of tasks, trace/trace.h) */
 
-void pm__progress_start(void);
-void pm__progress_stop(void);
-
-/* PMLIB_TRACE (trace/trace.c). */
 enum pm__trace_what {
     PM__TRACE_CHUNK, PM__TRACE_SUBSCRIBE, PM__TRACE_FETCH, PM__TRACE_TASK, PM__TRACE_MOVE, PM__TRACE_GPU_COPY
 };
-void pm__trace_init(void);
-int pm__trace_on(void);
-/* Records a span on a stub's track (stub < 0: the tasks track). */
-void pm__trace_span(int stub, int what, uint64_t task, uint64_t chunk, double t0, double t1);
-/* A payload of `bytes` from host `from` to host `to` for task seq `task`. */
-void pm__trace_move(int from, int to, uint64_t task, uint64_t bytes, double t0, double t1);
-/* A copy of `bytes` from GPU `from` to GPU `to` of this host (ordinals) for
- * task seq `task`, from when it was queued to when its stream reached its
- * end; any thread. */
-void pm__trace_gpu_copy(int from, int to, uint64_t task, uint64_t bytes, double t0, double t1);
-void pm__trace_finish(void);
 
 /* ---- the runtime ------------------------------------------------------- */
 

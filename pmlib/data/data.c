@@ -32,6 +32,7 @@
 #include <zlib.h>
 
 #include "reduce/acc.h"
+#include "trace/trace.h"
 
 /* Ranges some stub has asked for and not yet received: another stub
  * needing them waits instead of asking again. */

@@ -86,4 +86,7 @@ void pm__host_run_fail(pm__host_run_t *hr, const pm__stub_t *s, pm__task_t *t, u
 /* What a failed merge of reduce output says, by its status. */
 const char *pm__merge_failure(int rc);
 
+/* Reads PMLIB_CHECK: in pm_init, after the stubs started. */
+void pm__check_init(void);
+
 #endif /* PMLIB_EXEC_CHECK_H */

@@ -12,6 +12,8 @@
 
 #include "exec/check.h"
 #include "exec/guard.h"
+#include "reduce/tree.h"
+#include "exec/stubs.h"
 
 static int cpu_init(pm__stub_t *s)
 {

@@ -18,6 +18,7 @@
  * locked (cudaHostAlloc'd memories) are copied directly.
  */
 #include "exec/cuda_int.h"
+#include "reduce/tree.h"
 
 #include <assert.h>
 #include <errno.h>

@@ -4,6 +4,7 @@
  * how a subtask's memories are opened on the device from them.
  */
 #include "exec/cuda_int.h"
+#include "trace/trace.h"
 
 #include <pthread.h>
 #include <stdlib.h>

@@ -29,6 +29,8 @@
 #include "core/internal.h"
 #include "sched/model.h"
 #include "sched/ranges.h"
+#include "reduce/tree.h"
+#include "trace/trace.h"
 
 #include <sched.h>
 #include <stdlib.h>

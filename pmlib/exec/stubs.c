@@ -12,6 +12,8 @@
 #include "sched/model.h"
 #include "sched/proto.h"
 #include "sched/ranges.h"
+#include "exec/stubs.h"
+#include "trace/trace.h"
 
 #include <stdio.h>
 #include <stdlib.h>

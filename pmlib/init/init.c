@@ -20,6 +20,11 @@
 #include "sched/model.h"
 #include "sched/proto.h"
 #include "sched/ranges.h"
+#include "sched/policy.h"
+#include "reduce/tree.h"
+#include "exec/stubs.h"
+#include "exec/check.h"
+#include "trace/trace.h"
 
 static int online_cpus(void)
 {

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "reduce/acc.h"
+#include "reduce/tree.h"
 
 typedef struct pm__tree_node {
     atomic_int arrived;

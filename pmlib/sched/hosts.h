@@ -92,4 +92,8 @@ void pm__chunk_bytes(const pm__task_t *t, pm__chunk_bytes_t *b);
 /* Fills core's hooks that place tasks among the hosts (pm__hooks). */
 void pm__hosts_hooks(void);
 
+/* Host 0: chunks per second host h runs task t, by the performance model
+ * (0: unknown or none). */
+double pm__host_speed(pm__task_t *t, int h);
+
 #endif /* PMLIB_SCHED_HOSTS_H */

@@ -50,7 +50,6 @@ void pm__model_destroy(pm__model_t *m);
  * and moved the given bytes per subtask to and from its device. */
 void pm__model_note(pm__model_t *m, int stub, uint64_t subtasks, uint64_t ns,
                     double bytes_in, double bytes_out);
-/* pm__model_note_chunk, the stubs' hook, is declared in core/internal.h. */
 
 /* What the model knows of `stub`'s device: ns per subtask (0: nothing). */
 double pm__model_ns(const pm__model_t *m, int stub);
@@ -96,5 +95,9 @@ bool pm__model_load(pm__model_t *m, const char *path);
 /* Writes `m` atomically (temporary file, rename); merges the devices of
  * the file on disk that this process did not measure. */
 int pm__model_save(const pm__model_t *m, const char *path);
+
+/* The stubs' report of a finished chunk of `subtasks` subtasks that took
+ * `ns` to the callback set's performance model. */
+void pm__model_note_chunk(const pm__task_t *t, const pm__stub_t *s, uint64_t subtasks, uint64_t ns);
 
 #endif /* PMLIB_SCHED_MODEL_H */

@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "core/internal.h"
+#include "sched/policy.h"
 
 extern const pm__sched_policy_t pm__sched_pull;
 extern const pm__sched_policy_t pm__sched_static_equal;

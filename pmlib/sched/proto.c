@@ -21,6 +21,9 @@
 #include "data/dir.h"
 #include "sched/hosts.h"
 #include "sched/ranges.h"
+#include "sched/policy.h"
+#include "reduce/tree.h"
+#include "trace/trace.h"
 
 /* ---- host 0: sending a task --------------------------------------------- */
 

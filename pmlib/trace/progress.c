@@ -5,6 +5,7 @@
  * milliseconds (500 by default). Off a terminal it prints a plain line every 2 s.
  */
 #include "core/internal.h"
+#include "trace/trace.h"
 
 #include <stdio.h>
 #include <stdlib.h>

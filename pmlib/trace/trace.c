@@ -21,6 +21,7 @@
  */
 #define _GNU_SOURCE /* pthread_setname_np */
 #include "core/internal.h"
+#include "trace/trace.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -11,6 +11,8 @@
 #include <string.h>
 
 #include "core/internal.h"
+#include "exec/stubs.h"
+#include "sched/policy.h"
 #include "sched/ranges.h"
 
 /* When set, stub 0 of the next shells runs these ops (a GPU, say). */
