@@ -46,16 +46,13 @@ static int push(pm__chunk_subs_t *cs, const pm__sub_t *r)
     if (cs->n == cs->cap) {
         uint32_t cap = cs->cap * 2;
         size_t off = (size_t)((char *)cs->recs - (char *)cs->start);
-        char *b = NULL;
-        if (cap > cs->cap && cs->own) {
-            b = realloc(cs->start, off + cap * sizeof *r);
-        } else if (cap > cs->cap) {
-            b = malloc(off + cap * sizeof *r);
-            if (b != NULL)
-                memcpy(b, cs->start, off + cs->n * sizeof *r);
-        }
+        if (cap <= cs->cap)
+            return PM_ENOMEM;
+        char *b = cs->own ? realloc(cs->start, off + cap * sizeof *r) : malloc(off + cap * sizeof *r);
         if (b == NULL)
             return PM_ENOMEM;
+        if (!cs->own)
+            memcpy(b, cs->start, off + cs->n * sizeof *r);
         cs->start = (uint32_t *)b;
         cs->recs = (pm__sub_t *)(b + off);
         cs->cap = cap;
@@ -65,12 +62,23 @@ static int push(pm__chunk_subs_t *cs, const pm__sub_t *r)
     return 0;
 }
 
+static size_t round16(size_t n)
+{
+    return (n + 15) & ~(size_t)15;
+}
+
 /* A chunk of nsub subtasks begins with room for two records per subtask:
  * start[] takes `off` bytes, the records `cap`. */
 static void first_room(uint64_t nsub, size_t *off, uint32_t *cap)
 {
-    *off = ((size_t)(nsub + 1) * sizeof(uint32_t) + 15) & ~(size_t)15;
+    *off = round16((size_t)(nsub + 1) * sizeof(uint32_t));
     *cap = nsub < 2048 ? 2 * (uint32_t)nsub + 2 : 4096;
+}
+
+/* The chunk table's bytes, where the chunks' room begins. */
+static size_t table_bytes(const pm__task_t *t)
+{
+    return round16(t->nchunks * sizeof *t->chunk_subs);
 }
 
 /* A small task takes its chunks' first records from one allocation with
@@ -84,10 +92,9 @@ int pm__subs_alloc(pm__task_t *t)
     uint32_t cap;
     first_room(t->grain, &off, &cap);
     size_t room = off + (size_t)cap * sizeof(pm__sub_t);
-    size_t table = (t->nchunks * sizeof *t->chunk_subs + 15) & ~(size_t)15;
     bool carve = t->nchunks <= SUBS_ROOM_MAX / room;
     if (carve) {
-        t->chunk_subs = malloc(table + t->nchunks * room);
+        t->chunk_subs = malloc(table_bytes(t) + t->nchunks * room);
         if (t->chunk_subs != NULL)
             memset(t->chunk_subs, 0, t->nchunks * sizeof *t->chunk_subs);
     } else {
@@ -104,8 +111,7 @@ static void *chunk_room(const pm__task_t *t, uint64_t c)
 {
     if (t->subs_room == 0 || t->subs_set != NULL)
         return NULL;
-    size_t table = (t->nchunks * sizeof *t->chunk_subs + 15) & ~(size_t)15;
-    return (char *)t->chunk_subs + table + c * t->subs_room;
+    return (char *)t->chunk_subs + table_bytes(t) + c * t->subs_room;
 }
 
 int pm_subscribe_strided(pm_subscription_t *sub, int mem, pm_access_t access,

@@ -15,15 +15,15 @@
 
 #include "comm/comm.h"
 #include "data/data.h"
+#include "exec/check.h"
 #include "exec/cuda.h"
 #include "exec/guard.h"
+#include "exec/stubs.h"
+#include "reduce/tree.h"
 #include "sched/model.h"
+#include "sched/policy.h"
 #include "sched/proto.h"
 #include "sched/ranges.h"
-#include "sched/policy.h"
-#include "reduce/tree.h"
-#include "exec/stubs.h"
-#include "exec/check.h"
 #include "trace/trace.h"
 
 static int online_cpus(void)

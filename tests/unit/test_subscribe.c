@@ -703,17 +703,24 @@ static int shape_cpu(const pm_subtask_info_t *info)
     return 0;
 }
 
-/* Runs a pass; the subscribe calls it made. */
-static int run_shape(pm_memory_t m, int pass)
+/* Runs a task of SHAPE_N subtasks of callbacks `name` over m with the
+ * configuration conf; the subscribe calls it made. */
+static int run_counted(pm_memory_t m, const char *name, const void *conf, size_t conf_bytes)
 {
     pm_task_desc_t d;
     int before = atomic_load(&shape_subscribes);
-    tu_desc(&d, "shapes", SHAPE_N);
+    tu_desc(&d, name, SHAPE_N);
     tu_add(&d, m, PM_READ_WRITE);
-    d.conf = &pass;
-    d.conf_bytes = sizeof pass;
+    d.conf = conf;
+    d.conf_bytes = conf_bytes;
     ck_assert_int_eq(tu_run(&d), PM_OK);
     return atomic_load(&shape_subscribes) - before;
+}
+
+/* Runs a pass; the subscribe calls it made. */
+static int run_shape(pm_memory_t m, int pass)
+{
+    return run_counted(m, "shapes", &pass, sizeof pass);
 }
 
 START_TEST(test_two_shapes_in_turn_reuse_subscriptions)
@@ -766,15 +773,8 @@ static int step_cpu(const pm_subtask_info_t *info)
 
 static int run_step(pm_memory_t m, int step)
 {
-    pm_task_desc_t d;
     struct step_conf c = {.step = step, .pass = 0};
-    int before = atomic_load(&shape_subscribes);
-    tu_desc(&d, "steps", SHAPE_N);
-    tu_add(&d, m, PM_READ_WRITE);
-    d.conf = &c;
-    d.conf_bytes = sizeof c;
-    ck_assert_int_eq(tu_run(&d), PM_OK);
-    return atomic_load(&shape_subscribes) - before;
+    return run_counted(m, "steps", &c, sizeof c);
 }
 
 START_TEST(test_changing_conf_then_repeating)
