@@ -787,12 +787,12 @@ START_TEST(test_changing_conf_then_repeating)
         ck_assert_int_eq(run_step(m, step), SHAPE_N);
         want += (uint32_t)step;
     }
-    /* The same configuration from now on: reuse resumes within 64 tasks
-     * and then holds. */
+    /* One configuration not seen before (none kept holds it) from now on:
+     * reuse resumes within 64 tasks and then holds. */
     int first_reuse = -1;
     for (int i = 0; i < 80; i++) {
-        int subscribed = run_step(m, 7);
-        want += 7;
+        int subscribed = run_step(m, 1000);
+        want += 1000;
         if (first_reuse < 0 && subscribed == 0)
             first_reuse = i;
         else if (first_reuse >= 0)
