@@ -422,6 +422,9 @@ pm__task_t *pm__task_find_locked(uint64_t seq);
 /* Ready lists (runtime lock): a task with chunks stubs may take is on the
  * list of each device kind that may run it; stubs look only there. */
 void pm__task_ready_locked(pm__task_t *t);
+/* A polling CPU stub is worth poking for this much work: it starts within
+ * a fraction of a microsecond. A task with less in all runs on one stub. */
+#define PM__POKE_WORTH_NS 2000.0
 /* A stub's chunk of t took chunk_ns: if that is long enough to be worth
  * handing work to more stubs and chunks are left, pokes polling stubs of
  * its kind and wakes parked ones (ready lists engage fewer stubs for tasks

@@ -644,9 +644,6 @@ static void wake_stubs_locked(wake_t *w, int k, uint64_t poke, uint64_t wake, pm
  * work: below it, the wake-up and the trips through the runtime lock cost
  * more than the stub adds. */
 #define PM__WAKE_WORTH_NS 20000.0
-/* A polling CPU stub is worth poking for this much work: it starts within
- * a fraction of a microsecond. */
-#define PM__POKE_WORTH_NS 2000.0
 
 /*
  * CPU stubs to engage for a running task: one per chunk, but when the

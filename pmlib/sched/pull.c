@@ -247,39 +247,64 @@ static int plan(pm__task_t *t, int nstubs, double *w, bool in_place)
     return probe;
 }
 
+/* What the model says of the stubs that may run t: whether they are all
+ * CPU cores (cpu_only) counted as one device (one_device), and the
+ * shortest time per chunk it knows for them (0: none). Each device's
+ * average is read once: stubs write them as chunks end, so every read may
+ * cost a cache miss. */
+static void model_view(const pm__task_t *t, int nstubs, bool *cpu_only, bool *one_device,
+                       double *least)
+{
+    const pm__model_dev_t *last = NULL;
+    int devices = 0;
+    *cpu_only = true;
+    *least = 0;
+    for (int s = 0; s < nstubs; s++) {
+        if (!pm__task_runnable_on(t, &pm__rt.stubs[s]))
+            continue;
+        *cpu_only &= on_cpu(s);
+        const pm__model_dev_t *d = pm__model_dev_of(t->cbs.model, s);
+        if (d == last && devices > 0)
+            continue;
+        devices++;
+        last = d;
+        double ns = pm__model_ns(t->cbs.model, s) * (double)t->grain;
+        if (ns > 0 && (*least == 0 || ns < *least))
+            *least = ns;
+    }
+    *one_device = devices == 1;
+}
+
 static int pull_init(pm__task_t *t, int nstubs)
 {
+    bool cpu_only, one_device;
+    double least;
+    model_view(t, nstubs, &cpu_only, &one_device, &least);
+    /* A task on one host whose whole work is less than a second stub is
+     * worth (core/task.c pokes none for it) starts as one pool the first
+     * stub takes whole: split into shares, that stub stole the rest of the
+     * other shares piece by piece (16 empty subtasks: 4 steals). */
+    const bool pooled = pm__rt.nhosts == 1 && t->hi - t->lo > 1 && cpu_only && one_device && least > 0 &&
+                        least * (double)(t->hi - t->lo) < PM__POKE_WORTH_NS;
     double few[64], *w = nstubs <= 64 ? few : malloc((size_t)nstubs * sizeof *w);
     int rc = PM_ENOMEM;
     if (w == NULL)
         return rc;
-    pm__ranges_equal_weights(t, nstubs, w);
+    int probe = -1;
     bool in_place = writes_in_place(t);
-    int probe = plan(t, nstubs, w, in_place);
-    rc = pm__ranges_init(t, nstubs, w);
+    if (pooled) {
+        rc = pm__ranges_init_pooled(t, nstubs);
+    } else {
+        pm__ranges_equal_weights(t, nstubs, w);
+        probe = plan(t, nstubs, w, in_place);
+        rc = pm__ranges_init(t, nstubs, w);
+    }
     if (rc == 0) {
         atomic_init(&t->sched->probe, probe);
         t->sched->in_place = in_place;
-        t->sched->cpu_only = true;
-        t->sched->model_least = 0;
-        /* Each device's average is read once: stubs write them as chunks
-         * end, so every read may cost a cache miss. */
-        const pm__model_dev_t *last = NULL;
-        int devices = 0;
-        for (int s = 0; s < nstubs; s++) {
-            if (!pm__task_runnable_on(t, &pm__rt.stubs[s]))
-                continue;
-            t->sched->cpu_only &= on_cpu(s);
-            const pm__model_dev_t *d = pm__model_dev_of(t->cbs.model, s);
-            if (d == last && devices > 0)
-                continue;
-            devices++;
-            last = d;
-            double ns = pm__model_ns(t->cbs.model, s) * (double)t->grain;
-            if (ns > 0 && (t->sched->model_least == 0 || ns < t->sched->model_least))
-                t->sched->model_least = ns;
-        }
-        t->sched->one_device = devices == 1;
+        t->sched->cpu_only = cpu_only;
+        t->sched->model_least = least;
+        t->sched->one_device = one_device;
     }
     if (w != few)
         free(w);

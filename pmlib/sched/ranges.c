@@ -85,7 +85,28 @@ int pm__ranges_init(pm__task_t *t, int nstubs, const double *weight)
     }
     atomic_init(&st->nleft, lo - t->lo);
     atomic_init(&st->min_chunk_ns, UINT64_MAX);
+    st->spare = st->spare_room;
+    st->capspare = 1;
     t->sched = st;
+    return 0;
+}
+
+int pm__ranges_init_pooled(pm__task_t *t, int nstubs)
+{
+    double none[64] = {0}, *w = nstubs <= 64 ? none : calloc((size_t)nstubs, sizeof *w);
+    if (w == NULL)
+        return PM_ENOMEM;
+    int rc = pm__ranges_init(t, nstubs, w);
+    if (w != none)
+        free(w);
+    if (rc != 0 || t->hi <= t->lo)
+        return rc;
+    struct pm__sched_state *st = t->sched;
+    st->spare[0][0] = t->lo;
+    st->spare[0][1] = t->hi;
+    st->nspare = 1;
+    atomic_init(&st->spare_chunks, t->hi - t->lo);
+    atomic_init(&st->nleft, t->hi - t->lo);
     return 0;
 }
 
@@ -280,8 +301,9 @@ void pm__ranges_install(pm__task_t *t, uint64_t lo, uint64_t hi)
     }
     pm__lock(&st->spare_lock);
     if (st->nspare == st->capspare) {
-        int cap = st->capspare ? 2 * st->capspare : 4;
-        uint64_t (*n)[2] = realloc(st->spare, (size_t)cap * sizeof *n);
+        int cap = 2 * st->capspare;
+        bool room = st->spare == st->spare_room;
+        uint64_t (*n)[2] = realloc(room ? NULL : st->spare, (size_t)cap * sizeof *n);
         if (n == NULL) { /* cannot happen in practice: a few bytes */
             pm__unlock(&st->spare_lock);
             pm__error("task %llu: no memory to keep chunks %llu..%llu from another host",
@@ -289,6 +311,8 @@ void pm__ranges_install(pm__task_t *t, uint64_t lo, uint64_t hi)
                       (unsigned long long)hi - 1);
             abort();
         }
+        if (room)
+            memcpy(n, st->spare_room, sizeof st->spare_room);
         st->spare = n;
         st->capspare = cap;
     }
@@ -303,7 +327,8 @@ void pm__ranges_fini(pm__task_t *t)
     struct pm__sched_state *st = t->sched;
     if (st == NULL)
         return;
-    free(st->spare);
+    if (st->spare != st->spare_room)
+        free(st->spare);
     t->sched = NULL; /* the rest lives in the task's block */
 }
 

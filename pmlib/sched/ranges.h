@@ -28,8 +28,9 @@ struct pm__sched_state {
     /* Ranges from other hosts that found no idle stub to hold them: the
      * next stub whose own range runs out takes one. */
     pm__lock_t spare_lock;
-    uint64_t (*spare)[2];
+    uint64_t (*spare)[2]; /* spare_room until more than one */
     int nspare, capspare;
+    uint64_t spare_room[1][2];
     atomic_uint_fast64_t spare_chunks;
     /* pull: stubs whose last take found nothing (they may be asleep; a
      * line of their own after this struct), the stub of a held-back device
@@ -56,6 +57,9 @@ size_t pm__ranges_space(int nstubs);
 /* Splits this host's share [t->lo, t->hi) of the chunks in contiguous
  * shares proportional to weight[] (0 = none). */
 int pm__ranges_init(pm__task_t *t, int nstubs, const double *weight);
+/* The same, with the whole share in one spare range: the first stub that
+ * comes takes it all (a task worth one stub's time: none steals). */
+int pm__ranges_init_pooled(pm__task_t *t, int nstubs);
 bool pm__ranges_take_own(pm__task_t *t, int stub, uint64_t *chunk);
 bool pm__ranges_steal(pm__task_t *t, int stub, uint64_t *chunk);
 /* After the stub took chunk `next - 1`: up to `max` more chunks from the

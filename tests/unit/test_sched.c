@@ -159,6 +159,58 @@ START_TEST(weights_set_share_sizes)
 }
 END_TEST
 
+/* A task worth one stub's time starts as one pool: whichever stub comes
+ * first takes it whole, so none steals piece by piece; a stub that comes
+ * later still steals half. Ranges from other hosts that find every slot
+ * busy wait as spares, more than the one kept in the state itself. */
+START_TEST(pooled_share_goes_whole_to_first_stub)
+{
+    pm__task_t *t = make_task(16, PM_SCHED_PULL);
+    pm__ranges_fini(t);
+    ck_assert_int_eq(pm__ranges_init_pooled(t, NSTUBS), 0);
+    ck_assert_uint_eq(pm__ranges_left(t), 16);
+    uint64_t c, seen = 0;
+    ck_assert(pm__ranges_take_own(t, 2, &c)); /* any stub: 2 comes first */
+    ck_assert_uint_eq(c, 0);
+    ck_assert_uint_eq(pm__ranges_extend(t, 2, 1, 7), 7); /* a batch of 8 */
+    ck_assert(!pm__ranges_take_own(t, 0, &c));         /* nothing of its own */
+    ck_assert(pm__ranges_steal(t, 0, &c));             /* the back half of 8..15 */
+    ck_assert_uint_eq(c, 12);
+    seen += 8 + 1;
+    while (pm__ranges_take_own(t, 0, &c) || pm__ranges_take_own(t, 2, &c))
+        seen++;
+    ck_assert_uint_eq(seen, 16);
+    ck_assert_uint_eq(pm__ranges_left(t), 0);
+    ck_assert_uint_eq(t->counts[2].steals, 0);
+
+    /* Every slot busy: ranges from other hosts queue as spares, and the
+     * stubs that run out take them, each chunk once. */
+    t->lo = 0;
+    t->hi = 4;
+    ck_assert_int_eq(pm__ranges_init_pooled(t, NSTUBS), 0);
+    for (int s = 0; s < NSTUBS; s++)
+        pm__ranges_install(t, 100 + 10 * (uint64_t)s, 101 + 10 * (uint64_t)s);
+    pm__ranges_install(t, 200, 203);
+    pm__ranges_install(t, 300, 302);
+    int got[400] = {0};
+    uint64_t total = 0;
+    for (int more = 1; more;) {
+        more = 0;
+        for (int s = 0; s < NSTUBS; s++)
+            if (pm__ranges_take_own(t, s, &c)) {
+                ck_assert_uint_lt(c, 400);
+                got[c]++;
+                total++;
+                more = 1;
+            }
+    }
+    ck_assert_uint_eq(total, 4 + NSTUBS + 3 + 2);
+    for (int i = 0; i < 400; i++)
+        ck_assert_int_le(got[i], 1);
+    ts_free(t);
+}
+END_TEST
+
 struct racer {
     pm__task_t *t;
     int stub;
@@ -410,6 +462,7 @@ int main(void)
     tcase_add_test(tc, static_never_steals);
     tcase_add_test(tc, weights_set_share_sizes);
     tcase_add_test(tc, concurrent_take_and_steal);
+    tcase_add_test(tc, pooled_share_goes_whole_to_first_stub);
     suite_add_tcase(s, tc);
     TCase *th = tcase_create("hosts");
     tcase_add_test(th, split_equal_hosts_free_data);
