@@ -193,6 +193,8 @@ void pm__subs_release(struct pm__task *t);
 void pm__subs_cache_clear(void);
 int pm__subscribe_check_overlap(struct pm__task *t);
 void pm__chunk_subs_free(pm__chunk_subs_t *cs);
+/* Frees a task's chunk table (from pm__subs_alloc). */
+void pm__subs_table_free(pm__chunk_subs_t *table);
 
 /* ---- tasks (core/task.c) ----------------------------------------------- */
 

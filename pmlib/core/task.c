@@ -358,7 +358,7 @@ static void task_free(pm__task_t *t)
     } else if (t->chunk_subs != NULL) {
         for (uint64_t c = 0; c < t->nchunks; c++)
             pm__chunk_subs_free(&t->chunk_subs[c]);
-        free(t->chunk_subs);
+        pm__subs_table_free(t->chunk_subs);
     }
     if (t->policy != NULL)
         t->policy->fini(t);
