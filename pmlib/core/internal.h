@@ -141,9 +141,19 @@ struct pm__model;
 
 typedef struct pm__callbacks {
     char name[PM__NAME_MAX];
+    uint32_t name_hash; /* pm__name_hash(name): compared before the names */
     pm_callbacks_t cb;
     struct pm__model *model; /* stable while registered; NULL: none */
 } pm__callbacks_t;
+
+/* FNV-1a of a callback set's name. */
+static inline uint32_t pm__name_hash(const char *name)
+{
+    uint32_t h = 2166136261u;
+    for (const unsigned char *p = (const unsigned char *)name; *p != 0; p++)
+        h = (h ^ *p) * 16777619u;
+    return h;
+}
 
 /* Copies the set registered as `name` into *out; false if there is none. */
 bool pm__registry_get(const char *name, pm__callbacks_t *out);

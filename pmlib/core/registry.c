@@ -76,6 +76,7 @@ int pm_callbacks_register(const char *name, const pm_callbacks_t *cb)
         goto out_unlock;
     }
     memcpy(sets[nsets].name, name, len + 1);
+    sets[nsets].name_hash = pm__name_hash(name);
     sets[nsets].cb = *cb;
     nsets++;
     if (cb->cuda != NULL)

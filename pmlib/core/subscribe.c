@@ -453,6 +453,7 @@ struct pm__subs_set {
 
 typedef struct subs_key {
     char name[PM__NAME_MAX];
+    uint32_t name_hash;
     uint64_t subtasks, grain;
     int nmem;
     size_t bytes[PM_MAX_TASK_MEMORIES];
@@ -474,7 +475,8 @@ static struct {
 static bool key_matches(const subs_key_t *k, const pm__task_t *t)
 {
     if (k->subtasks != t->desc.subtasks || k->grain != t->grain || k->nmem != t->desc.nmem ||
-        k->conf_bytes != t->desc.conf_bytes || strcmp(k->name, t->cbs.name) != 0)
+        k->conf_bytes != t->desc.conf_bytes || k->name_hash != t->cbs.name_hash ||
+        strcmp(k->name, t->cbs.name) != 0)
         return false;
     for (int m = 0; m < k->nmem; m++)
         if (k->bytes[m] != t->mems[m]->bytes || k->access[m] != (int)t->desc.mem[m].access ||
@@ -528,13 +530,13 @@ typedef struct {
     uint32_t barren; /* its entries kept in a row that no task reused, the new one included */
 } victim_t;
 
-static victim_t victim_locked(const char *name)
+static victim_t victim_locked(const char *name, uint32_t hash)
 {
     int slot = 0, own = -1, nown = 0, newest = -1;
     bool reused = false;
     uint32_t barren = 0;
     for (int i = 0; i < PM__SUBS_CACHE; i++) {
-        if (SC.set[i] != NULL && strcmp(SC.key[i].name, name) == 0) {
+        if (SC.set[i] != NULL && SC.key[i].name_hash == hash && strcmp(SC.key[i].name, name) == 0) {
             nown++;
             if (own < 0 || SC.used[i] < SC.used[own])
                 own = i;
@@ -555,7 +557,7 @@ static victim_t victim_locked(const char *name)
  * (lock held; its newest entry counts the tasks that kept nothing). */
 static bool worth_keeping_locked(const pm__task_t *t)
 {
-    victim_t v = victim_locked(t->cbs.name);
+    victim_t v = victim_locked(t->cbs.name, t->cbs.name_hash);
     if (v.barren <= PM__SUBS_BARREN)
         return true;
     return ++SC.skipped[v.newest] % PM__SUBS_RETRY == 0;
@@ -584,6 +586,7 @@ void pm__subs_keep(pm__task_t *t)
     subs_key_t k = {.subtasks = t->desc.subtasks, .grain = t->grain, .nmem = t->desc.nmem,
                     .conf_bytes = t->desc.conf_bytes, .conf = conf};
     memcpy(k.name, t->cbs.name, sizeof k.name);
+    k.name_hash = t->cbs.name_hash;
     for (int m = 0; m < k.nmem; m++) {
         k.bytes[m] = t->mems[m]->bytes;
         k.access[m] = (int)t->desc.mem[m].access;
@@ -592,7 +595,7 @@ void pm__subs_keep(pm__task_t *t)
     if (conf != NULL)
         memcpy(conf, t->conf, k.conf_bytes);
     pthread_mutex_lock(&SC.lock);
-    victim_t v = victim_locked(k.name);
+    victim_t v = victim_locked(k.name, k.name_hash);
     int slot = v.slot;
     pm__subs_set_t *old = SC.set[slot];
     unsigned char *old_conf = SC.key[slot].conf;

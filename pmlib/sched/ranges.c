@@ -95,14 +95,38 @@ int pm__ranges_init(pm__task_t *t, int nstubs, const double *weight)
 
 int pm__ranges_init_pooled(pm__task_t *t, int nstubs)
 {
-    double none[64] = {0}, *w = nstubs <= 64 ? none : calloc((size_t)nstubs, sizeof *w);
-    if (w == NULL)
-        return PM_ENOMEM;
-    int rc = pm__ranges_init(t, nstubs, w);
-    if (w != none)
-        free(w);
-    if (rc != 0 || t->hi <= t->lo)
-        return rc;
+    if (t->sched_space == NULL)
+        return PM_EINTERNAL;
+    if (t->sched != NULL) { /* planned before: its slots may hold shares */
+        double none[64] = {0}, *w = nstubs <= 64 ? none : calloc((size_t)nstubs, sizeof *w);
+        int rc = w == NULL ? PM_ENOMEM : pm__ranges_init(t, nstubs, w);
+        if (w != none)
+            free(w);
+        if (rc != 0)
+            return rc;
+    } else {
+        /* A first plan touches no slot: none holds this task's gen, so
+         * each reads as empty (on 16 stubs, 16 lines out of every cache
+         * with many tasks in flight). */
+        free(t->sched_heap);
+        t->sched_heap = NULL;
+        struct pm__sched_state *st = (struct pm__sched_state *)((char *)t->sched_space +
+                                                                (size_t)nstubs * sizeof(pm__range_slot_t));
+        memset(st, 0, sizeof *st);
+        st->slot = t->sched_space;
+        st->gen = t->gen;
+        st->left = (atomic_uchar *)(st + 1);
+        for (int i = 0; i < nstubs; i++)
+            atomic_init(&st->left[i], 0);
+        st->nstubs = nstubs;
+        atomic_init(&st->nleft, 0);
+        atomic_init(&st->min_chunk_ns, UINT64_MAX);
+        st->spare = st->spare_room;
+        st->capspare = 1;
+        t->sched = st;
+    }
+    if (t->hi <= t->lo)
+        return 0;
     struct pm__sched_state *st = t->sched;
     st->spare[0][0] = t->lo;
     st->spare[0][1] = t->hi;

@@ -165,8 +165,7 @@ END_TEST
  * busy wait as spares, more than the one kept in the state itself. */
 START_TEST(pooled_share_goes_whole_to_first_stub)
 {
-    pm__task_t *t = make_task(16, PM_SCHED_PULL);
-    pm__ranges_fini(t);
+    pm__task_t *t = make_task(16, PM_SCHED_PULL); /* planned in equal shares first */
     ck_assert_int_eq(pm__ranges_init_pooled(t, NSTUBS), 0);
     ck_assert_uint_eq(pm__ranges_left(t), 16);
     uint64_t c, seen = 0;
@@ -182,6 +181,17 @@ START_TEST(pooled_share_goes_whole_to_first_stub)
     ck_assert_uint_eq(seen, 16);
     ck_assert_uint_eq(pm__ranges_left(t), 0);
     ck_assert_uint_eq(t->counts[2].steals, 0);
+
+    /* A first plan writes no slot: a reused block's slots, of an older
+     * task's gen, read as empty. */
+    pm__ranges_fini(t);
+    t->gen++;
+    ck_assert_int_eq(pm__ranges_init_pooled(t, NSTUBS), 0);
+    ck_assert(pm__ranges_take_own(t, 1, &c));
+    ck_assert_uint_eq(c, 0);
+    ck_assert_uint_eq(pm__ranges_extend(t, 1, 1, 100), 15);
+    ck_assert(!pm__ranges_take_own(t, 3, &c));
+    ck_assert(!pm__ranges_steal(t, 3, &c));
 
     /* Every slot busy: ranges from other hosts queue as spares, and the
      * stubs that run out take them, each chunk once. */
