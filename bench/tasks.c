@@ -8,11 +8,17 @@
  *           each (each subscribes its own 4 KiB): they run one after the
  *           other, in submit order; submitted all before waiting.
  *   sync    N times: submit one empty task, wait for it, release it.
+ *   steps   batches of 1,000 tasks of 2 subtasks, task i writing 16 bytes
+ *           per subtask of memory i mod 8 with a new configuration (its
+ *           step), as Task Bench's trivial graph submits them; also the
+ *           program thread's CPU time per submit and per release, which
+ *           the other threads running on its core do not change.
  *
  * Prints microseconds per task (submit + run + wait + release over N), the
  * submit part alone, and for `shared` the same at several counts in flight.
  */
 #include <inttypes.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,10 +28,13 @@
 
 #define SHARED_BYTES 65536u
 #define SHARED_SUBTASKS 16u
+#define STEP_RING 8
+#define STEP_BATCH 1000u
+#define STEP_BATCHES 20u
 
 struct options {
     uint64_t n, runs;
-    int empty, shared, sync;
+    int empty, shared, sync, steps;
 };
 
 static int empty_cpu(const pm_subtask_info_t *info)
@@ -40,10 +49,16 @@ static int slice_subscribe(pm_subscription_t *sub, const pm_subtask_info_t *info
     return pm_subscribe(sub, 0, PM_READ_WRITE, info->id * b, b);
 }
 
+/* steps: subtask id writes bytes 16 id .. 16 id + 15 of its task's memory. */
+static int step_subscribe(pm_subscription_t *sub, const pm_subtask_info_t *info)
+{
+    return pm_subscribe(sub, 0, PM_WRITE, info->id * 16, 16);
+}
+
 static void usage(void)
 {
     printf(
-"usage: tasks [-n N] [--runs R] [--only empty|shared|sync] [--help]\n"
+"usage: tasks [-n N] [--runs R] [--only empty|shared|sync|steps] [--help]\n"
 "\n"
 "Measures pmlib's cost per task (default N = 100000 tasks):\n"
 "  empty   N independent tasks of one empty subtask, submitted all, then\n"
@@ -51,7 +66,12 @@ static void usage(void)
 "  shared  N tasks reading and writing one 64 KiB memory, 16 subtasks each,\n"
 "          all in flight at once (they run in submit order), at N/100, N/10\n"
 "          and N tasks;\n"
-"  sync    N times pm_task_submit + pm_task_wait + pm_task_release.\n"
+"  sync    N times pm_task_submit + pm_task_wait + pm_task_release;\n"
+"  steps   batches of 1000 tasks of 2 subtasks, each writing 16 bytes per\n"
+"          subtask of one of 8 memories in turn, with a new configuration\n"
+"          each (as Task Bench's trivial graph); also prints the program\n"
+"          thread's CPU time per submit and per release (least of\n"
+"          max(R, 20) batches).\n"
 "Prints microseconds per task, best of R runs (default 3), and the submit\n"
 "part alone. Result lines start with 'result'.\n"
 "\n"
@@ -60,7 +80,7 @@ static void usage(void)
 
 static void parse_options(int argc, char **argv, struct options *o)
 {
-    *o = (struct options){100000, 3, 1, 1, 1};
+    *o = (struct options){100000, 3, 1, 1, 1, 1};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
 
@@ -77,8 +97,9 @@ static void parse_options(int argc, char **argv, struct options *o)
             o->empty = strcmp(val, "empty") == 0;
             o->shared = strcmp(val, "shared") == 0;
             o->sync = strcmp(val, "sync") == 0;
-            if (!o->empty && !o->shared && !o->sync)
-                app_usage_error("tasks", "--only takes empty, shared or sync");
+            o->steps = strcmp(val, "steps") == 0;
+            if (!o->empty && !o->shared && !o->sync && !o->steps)
+                app_usage_error("tasks", "--only takes empty, shared, sync or steps");
             i++;
         } else {
             app_usage_error("tasks", "unknown option '%s'", a);
@@ -89,8 +110,16 @@ static void parse_options(int argc, char **argv, struct options *o)
 }
 
 struct figures {
-    double total, submit; /* seconds */
+    double total, submit;          /* seconds */
+    double cpu_submit, cpu_release; /* the program thread's CPU seconds (steps) */
 };
+
+static double thread_cpu(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
 
 static void check_stats(pm_task_t t, uint64_t subtasks)
 {
@@ -108,7 +137,7 @@ static void check_stats(pm_task_t t, uint64_t subtasks)
 static struct figures run_batch(uint64_t n, const pm_memory_t *mem, pm_task_t *tasks)
 {
     pm_task_desc_t desc;
-    struct figures f;
+    struct figures f = {0};
 
     APP_CHECK(pm_task_desc_init(&desc));
     desc.devices = PM_DEVICE_CPU;
@@ -141,7 +170,7 @@ static struct figures run_sync(uint64_t n)
 {
     pm_task_desc_t desc;
     pm_task_t t;
-    struct figures f = {0, 0};
+    struct figures f = {0};
 
     APP_CHECK(pm_task_desc_init(&desc));
     desc.devices = PM_DEVICE_CPU;
@@ -159,6 +188,37 @@ static struct figures run_sync(uint64_t n)
     return f;
 }
 
+/* One batch of `steps`: STEP_BATCH tasks submitted, waited for, released. */
+static struct figures run_steps(const pm_memory_t *ring, pm_task_t *tasks)
+{
+    struct figures f;
+    double t0 = app_now(), c0 = thread_cpu();
+    for (uint64_t i = 0; i < STEP_BATCH; i++) {
+        pm_task_desc_t desc;
+        uint64_t step = i;
+        APP_CHECK(pm_task_desc_init(&desc));
+        desc.callbacks = "steps";
+        desc.subtasks = 2;
+        desc.devices = PM_DEVICE_CPU;
+        desc.conf = &step;
+        desc.conf_bytes = sizeof step;
+        APP_CHECK(pm_task_desc_add(&desc, ring[i % STEP_RING], PM_WRITE));
+        APP_CHECK(pm_task_submit(&desc, &tasks[i]));
+    }
+    double t1 = app_now(), c1 = thread_cpu();
+    APP_CHECK(pm_task_wait_all());
+    check_stats(tasks[0], 2);
+    check_stats(tasks[STEP_BATCH - 1], 2);
+    double c2 = thread_cpu();
+    for (uint64_t i = 0; i < STEP_BATCH; i++)
+        APP_CHECK(pm_task_release(tasks[i]));
+    f.cpu_release = thread_cpu() - c2;
+    f.total = app_now() - t0;
+    f.submit = t1 - t0;
+    f.cpu_submit = c1 - c0;
+    return f;
+}
+
 static void report(const char *what, uint64_t n, uint64_t runs, const struct figures *best)
 {
     double us = best->total * 1e6 / (double)n, sub = best->submit * 1e6 / (double)n;
@@ -170,8 +230,17 @@ static void report(const char *what, uint64_t n, uint64_t runs, const struct fig
 
 static void keep_best(struct figures *best, struct figures f)
 {
-    if (best->total == 0 || f.total < best->total)
+    if (best->total == 0 || f.total < best->total) {
+        double cs = best->cpu_submit, cr = best->cpu_release;
         *best = f;
+        best->cpu_submit = cs;
+        best->cpu_release = cr;
+    }
+    /* The CPU times are each the least over the runs. */
+    if (best->cpu_submit == 0 || (f.cpu_submit > 0 && f.cpu_submit < best->cpu_submit))
+        best->cpu_submit = f.cpu_submit;
+    if (best->cpu_release == 0 || (f.cpu_release > 0 && f.cpu_release < best->cpu_release))
+        best->cpu_release = f.cpu_release;
 }
 
 int main(int argc, char **argv)
@@ -187,9 +256,11 @@ int main(int argc, char **argv)
     APP_CHECK(pm_callbacks_register("empty", &cb));
     cb.subscribe = slice_subscribe;
     APP_CHECK(pm_callbacks_register("slices", &cb));
+    cb.subscribe = step_subscribe;
+    APP_CHECK(pm_callbacks_register("steps", &cb));
 
     if (pm_host_id() == 0) {
-        pm_task_t *tasks = malloc(o.n * sizeof *tasks);
+        pm_task_t *tasks = malloc((o.n > STEP_BATCH ? o.n : STEP_BATCH) * sizeof *tasks);
         if (tasks == NULL) {
             fprintf(stderr, "tasks: out of memory for %" PRIu64 " task handles\n", o.n);
             return 1;
@@ -198,7 +269,7 @@ int main(int argc, char **argv)
         printf("tasks: pmlib %s, hosts=%d cpus_host0=%d, best of %" PRIu64 " runs\n",
                pm_version(), pm_host_count(), ncpu, o.runs);
         if (o.empty) {
-            struct figures best = {0, 0};
+            struct figures best = {0};
             for (uint64_t r = 0; r < o.runs; r++)
                 keep_best(&best, run_batch(o.n, NULL, tasks));
             report("empty", o.n, o.runs, &best);
@@ -211,15 +282,33 @@ int main(int argc, char **argv)
             for (int c = 0; c < 3; c++) {
                 if (counts[c] == 0)
                     continue;
-                struct figures best = {0, 0};
+                struct figures best = {0};
                 for (uint64_t r = 0; r < o.runs; r++)
                     keep_best(&best, run_batch(counts[c], &m, tasks));
                 report("shared", counts[c], o.runs, &best);
             }
             APP_CHECK(pm_memory_release(m));
         }
+        if (o.steps) {
+            pm_memory_t ring[STEP_RING];
+            for (int i = 0; i < STEP_RING; i++)
+                APP_CHECK(pm_memory_create(32, &ring[i]));
+            struct figures best = {0};
+            uint64_t batches = o.runs > STEP_BATCHES ? o.runs : STEP_BATCHES;
+            for (uint64_t r = 0; r < batches; r++)
+                keep_best(&best, run_steps(ring, tasks));
+            report("steps", STEP_BATCH, batches, &best);
+            printf("steps    program thread CPU per task: submit %.3f us, release %.3f us (least of %" PRIu64
+                   " batches)\n", best.cpu_submit * 1e6 / STEP_BATCH, best.cpu_release * 1e6 / STEP_BATCH,
+                   batches);
+            printf("result app=tasks workload=steps_cpu n=%u runs=%" PRIu64 " submit_cpu_us=%.4f"
+                   " release_cpu_us=%.4f\n", STEP_BATCH, batches, best.cpu_submit * 1e6 / STEP_BATCH,
+                   best.cpu_release * 1e6 / STEP_BATCH);
+            for (int i = 0; i < STEP_RING; i++)
+                APP_CHECK(pm_memory_release(ring[i]));
+        }
         if (o.sync) {
-            struct figures best = {0, 0};
+            struct figures best = {0};
             for (uint64_t r = 0; r < o.runs; r++)
                 keep_best(&best, run_sync(o.n < 20000 ? o.n : 20000));
             report("sync", o.n < 20000 ? o.n : 20000, o.runs, &best);

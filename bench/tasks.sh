@@ -4,7 +4,8 @@
 #   bench/tasks.sh [-n TASKS] [--runs R]
 #
 # Runs bench/tasks (empty independent tasks, tasks sharing one memory at
-# several counts in flight, submit-then-wait) and, when the Debian package
+# several counts in flight, submit-then-wait, and Task Bench-like steps
+# with the program thread's CPU time per submit) and, when the Debian package
 # starpu-examples is installed, StarPU's tasks_overhead (also -b 1),
 # async_tasks_overhead and sync_tasks_overhead with the same task counts
 # (STARPU_EXAMPLES names another folder holding those programs).
@@ -16,7 +17,7 @@ while [ $# -gt 0 ]; do
     case $1 in
     -n) n=$2; shift 2 ;;
     --runs) runs=$2; shift 2 ;;
-    -h|--help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "tasks.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
     esac
 done
