@@ -307,6 +307,7 @@ typedef struct pm__task {
     struct pm__sched_state *sched;
     void *sched_space; /* room for the policy's state, in the task's block */
     void *sched_heap;  /* what the policy allocated beyond it (freed by its fini) */
+    bool sched_slots;  /* a plan of this task wrote stubs' slots (sched/ranges.c) */
     struct pm__reduce_tree *tree;
     /* Chunks not yet done plus remote hosts not yet drained; whoever takes
      * it to zero finishes the task (one counter, so no one reads the task

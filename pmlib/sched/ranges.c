@@ -75,13 +75,15 @@ int pm__ranges_init(pm__task_t *t, int nstubs, const double *weight)
          * (it reads as empty), but not when an earlier init of this task
          * wrote it: host 0 plans its share again once it has placed the
          * task among the hosts (core/task.c), and a range left from the
-         * first plan would run chunks another host runs too. */
+         * first plan would run chunks another host runs too. Its gen is
+         * read only then: a first plan reads no slot it gives nothing. */
         pm__range_slot_t *r = &st->slot[s];
-        if (hi > lo || atomic_load_explicit(&r->gen, memory_order_relaxed) == st->gen) {
+        if (hi > lo || (t->sched_slots && atomic_load_explicit(&r->gen, memory_order_relaxed) == st->gen)) {
             atomic_store_explicit(&r->lock.held, 0, memory_order_relaxed);
             atomic_store_explicit(&r->lo, lo, memory_order_relaxed);
             atomic_store_explicit(&r->hi, hi, memory_order_relaxed);
             atomic_store_explicit(&r->gen, st->gen, memory_order_release);
+            t->sched_slots = true;
         }
         lo = hi;
     }
@@ -97,7 +99,7 @@ int pm__ranges_init_pooled(pm__task_t *t, int nstubs)
 {
     if (t->sched_space == NULL)
         return PM_EINTERNAL;
-    if (t->sched != NULL) { /* planned before: its slots may hold shares */
+    if (t->sched_slots) { /* planned before: its slots may hold shares */
         double none[64] = {0}, *w = nstubs <= 64 ? none : calloc((size_t)nstubs, sizeof *w);
         int rc = w == NULL ? PM_ENOMEM : pm__ranges_init(t, nstubs, w);
         if (w != none)
@@ -105,9 +107,9 @@ int pm__ranges_init_pooled(pm__task_t *t, int nstubs)
         if (rc != 0)
             return rc;
     } else {
-        /* A first plan touches no slot: none holds this task's gen, so
-         * each reads as empty (on 16 stubs, 16 lines out of every cache
-         * with many tasks in flight). */
+        /* No plan of this task wrote a slot, so none holds its gen and
+         * each reads as empty: none is touched (on 16 stubs, 16 lines out
+         * of every cache with many tasks in flight). */
         free(t->sched_heap);
         t->sched_heap = NULL;
         struct pm__sched_state *st = (struct pm__sched_state *)((char *)t->sched_space +
