@@ -296,7 +296,10 @@ static int pull_init(pm__task_t *t, int nstubs)
         rc = pm__ranges_init_pooled(t, nstubs);
     } else {
         pm__ranges_equal_weights(t, nstubs, w);
-        probe = plan(t, nstubs, w, in_place);
+        /* Stubs of one device take equal shares: plan() would find so,
+         * reading each stub's model entry again. */
+        if (!(cpu_only && one_device))
+            probe = plan(t, nstubs, w, in_place);
         rc = pm__ranges_init(t, nstubs, w);
     }
     if (rc == 0) {
