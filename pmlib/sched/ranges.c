@@ -43,11 +43,11 @@ static uint64_t slot_span(const struct pm__sched_state *st, int s)
     return hi > lo ? hi - lo : 0;
 }
 
-int pm__ranges_init(pm__task_t *t, int nstubs, const double *weight)
+/* A plan's state, empty: no chunk in it, spares in the room it keeps (an
+ * earlier plan's spares are freed). The slots are left as they are. */
+static struct pm__sched_state *state_init(pm__task_t *t, int nstubs)
 {
-    if (t->sched_space == NULL)
-        return PM_EINTERNAL;
-    free(t->sched_heap); /* spares of an earlier plan are gone */
+    free(t->sched_heap);
     t->sched_heap = NULL;
     struct pm__sched_state *st = (struct pm__sched_state *)((char *)t->sched_space +
                                                             (size_t)nstubs * sizeof(pm__range_slot_t));
@@ -58,6 +58,19 @@ int pm__ranges_init(pm__task_t *t, int nstubs, const double *weight)
     for (int i = 0; i < nstubs; i++)
         atomic_init(&st->left[i], 0);
     st->nstubs = nstubs;
+    atomic_init(&st->nleft, 0);
+    atomic_init(&st->min_chunk_ns, UINT64_MAX);
+    st->spare = st->spare_room;
+    st->capspare = 1;
+    return st;
+}
+
+int pm__ranges_init(pm__task_t *t, int nstubs, const double *weight)
+{
+    if (t->sched_space == NULL)
+        return PM_EINTERNAL;
+    struct pm__sched_state *st = state_init(t, nstubs);
+    const bool again = t->sched_slots; /* an earlier plan of this task wrote slots */
     double total = 0;
     for (int s = 0; s < nstubs; s++)
         total += weight[s];
@@ -78,7 +91,7 @@ int pm__ranges_init(pm__task_t *t, int nstubs, const double *weight)
          * first plan would run chunks another host runs too. Its gen is
          * read only then: a first plan reads no slot it gives nothing. */
         pm__range_slot_t *r = &st->slot[s];
-        if (hi > lo || (t->sched_slots && atomic_load_explicit(&r->gen, memory_order_relaxed) == st->gen)) {
+        if (hi > lo || (again && atomic_load_explicit(&r->gen, memory_order_relaxed) == st->gen)) {
             atomic_store_explicit(&r->lock.held, 0, memory_order_relaxed);
             atomic_store_explicit(&r->lo, lo, memory_order_relaxed);
             atomic_store_explicit(&r->hi, hi, memory_order_relaxed);
@@ -88,9 +101,6 @@ int pm__ranges_init(pm__task_t *t, int nstubs, const double *weight)
         lo = hi;
     }
     atomic_init(&st->nleft, lo - t->lo);
-    atomic_init(&st->min_chunk_ns, UINT64_MAX);
-    st->spare = st->spare_room;
-    st->capspare = 1;
     t->sched = st;
     return 0;
 }
@@ -110,22 +120,7 @@ int pm__ranges_init_pooled(pm__task_t *t, int nstubs)
         /* No plan of this task wrote a slot, so none holds its gen and
          * each reads as empty: none is touched (on 16 stubs, 16 lines out
          * of every cache with many tasks in flight). */
-        free(t->sched_heap);
-        t->sched_heap = NULL;
-        struct pm__sched_state *st = (struct pm__sched_state *)((char *)t->sched_space +
-                                                                (size_t)nstubs * sizeof(pm__range_slot_t));
-        memset(st, 0, sizeof *st);
-        st->slot = t->sched_space;
-        st->gen = t->gen;
-        st->left = (atomic_uchar *)(st + 1);
-        for (int i = 0; i < nstubs; i++)
-            atomic_init(&st->left[i], 0);
-        st->nstubs = nstubs;
-        atomic_init(&st->nleft, 0);
-        atomic_init(&st->min_chunk_ns, UINT64_MAX);
-        st->spare = st->spare_room;
-        st->capspare = 1;
-        t->sched = st;
+        t->sched = state_init(t, nstubs);
     }
     if (t->hi <= t->lo)
         return 0;
