@@ -228,19 +228,20 @@ static void report(const char *what, uint64_t n, uint64_t runs, const struct fig
     fflush(stdout);
 }
 
+/* The smaller of two times, 0 meaning none yet. */
+static double least(double a, double b)
+{
+    return a == 0 || (b > 0 && b < a) ? b : a;
+}
+
+/* The run with the least total; the CPU times are each the least of any run. */
 static void keep_best(struct figures *best, struct figures f)
 {
-    if (best->total == 0 || f.total < best->total) {
-        double cs = best->cpu_submit, cr = best->cpu_release;
+    double cs = least(best->cpu_submit, f.cpu_submit), cr = least(best->cpu_release, f.cpu_release);
+    if (best->total == 0 || f.total < best->total)
         *best = f;
-        best->cpu_submit = cs;
-        best->cpu_release = cr;
-    }
-    /* The CPU times are each the least over the runs. */
-    if (best->cpu_submit == 0 || (f.cpu_submit > 0 && f.cpu_submit < best->cpu_submit))
-        best->cpu_submit = f.cpu_submit;
-    if (best->cpu_release == 0 || (f.cpu_release > 0 && f.cpu_release < best->cpu_release))
-        best->cpu_release = f.cpu_release;
+    best->cpu_submit = cs;
+    best->cpu_release = cr;
 }
 
 int main(int argc, char **argv)

@@ -144,7 +144,7 @@ static pm__chunk_subs_t *table_get(size_t bytes, size_t zero)
 }
 
 /* Frees a table from table_get (NULL: none). */
-static void table_put(pm__chunk_subs_t *table)
+void pm__subs_table_free(pm__chunk_subs_t *table)
 {
     if (table == NULL)
         return;
@@ -163,11 +163,6 @@ static void table_put(pm__chunk_subs_t *table)
             return;
     }
     free(h);
-}
-
-void pm__subs_table_free(pm__chunk_subs_t *table)
-{
-    table_put(table);
 }
 
 static void tables_kept_clear(void)
@@ -491,7 +486,7 @@ static void set_drop(pm__subs_set_t *set)
         return;
     for (uint64_t c = 0; c < set->nchunks; c++)
         pm__chunk_subs_free(&set->chunks[c]);
-    table_put(set->chunks);
+    pm__subs_table_free(set->chunks);
     free(set);
 }
 
@@ -517,7 +512,7 @@ bool pm__subs_reuse(pm__task_t *t)
     pthread_mutex_unlock(&SC.lock);
     if (hit == NULL)
         return false;
-    table_put(t->chunk_subs); /* empty: nothing subscribed yet */
+    pm__subs_table_free(t->chunk_subs); /* empty: nothing subscribed yet */
     t->chunk_subs = hit->chunks;
     t->subs_set = hit;
     return true;

@@ -286,21 +286,22 @@ static int pull_init(pm__task_t *t, int nstubs)
      * other shares piece by piece (16 empty subtasks: 4 steals). */
     const bool pooled = pm__rt.nhosts == 1 && t->hi - t->lo > 1 && cpu_only && one_device && least > 0 &&
                         least * (double)(t->hi - t->lo) < PM__POKE_WORTH_NS;
-    double few[64], *w = nstubs <= 64 ? few : malloc((size_t)nstubs * sizeof *w);
-    int rc = PM_ENOMEM;
-    if (w == NULL)
-        return rc;
-    int probe = -1;
+    int probe = -1, rc;
     bool in_place = writes_in_place(t);
     if (pooled) {
         rc = pm__ranges_init_pooled(t, nstubs);
     } else {
+        double few[64], *w = nstubs <= 64 ? few : malloc((size_t)nstubs * sizeof *w);
+        if (w == NULL)
+            return PM_ENOMEM;
         pm__ranges_equal_weights(t, nstubs, w);
         /* Stubs of one device take equal shares: plan() would find so,
          * reading each stub's model entry again. */
         if (!(cpu_only && one_device))
             probe = plan(t, nstubs, w, in_place);
         rc = pm__ranges_init(t, nstubs, w);
+        if (w != few)
+            free(w);
     }
     if (rc == 0) {
         atomic_init(&t->sched->probe, probe);
@@ -309,8 +310,6 @@ static int pull_init(pm__task_t *t, int nstubs)
         t->sched->model_least = least;
         t->sched->one_device = one_device;
     }
-    if (w != few)
-        free(w);
     return rc;
 }
 

@@ -72,17 +72,18 @@ int pm__ranges_init(pm__task_t *t, int nstubs, const double *weight)
     struct pm__sched_state *st = state_init(t, nstubs);
     const bool again = t->sched_slots; /* an earlier plan of this task wrote slots */
     double total = 0;
-    for (int s = 0; s < nstubs; s++)
+    for (int s = 0; weight != NULL && s < nstubs; s++)
         total += weight[s];
     double acc = 0;
     const uint64_t n = t->hi - t->lo;
     uint64_t lo = t->lo;
     for (int s = 0; s < nstubs; s++) {
-        acc += weight[s];
+        const double w = weight != NULL ? weight[s] : 0;
+        acc += w;
         uint64_t hi = t->lo + (total > 0 ? (uint64_t)((double)n * (acc / total) + 0.5) : 0);
         if (hi > t->hi || (s == nstubs - 1 && total > 0))
             hi = t->hi;
-        if (weight[s] <= 0)
+        if (w <= 0)
             hi = lo;
         /* A slot without a share is left alone when it is of an older gen
          * (it reads as empty), but not when an earlier init of this task
@@ -110,10 +111,7 @@ int pm__ranges_init_pooled(pm__task_t *t, int nstubs)
     if (t->sched_space == NULL)
         return PM_EINTERNAL;
     if (t->sched_slots) { /* planned before: its slots may hold shares */
-        double none[64] = {0}, *w = nstubs <= 64 ? none : calloc((size_t)nstubs, sizeof *w);
-        int rc = w == NULL ? PM_ENOMEM : pm__ranges_init(t, nstubs, w);
-        if (w != none)
-            free(w);
+        int rc = pm__ranges_init(t, nstubs, NULL);
         if (rc != 0)
             return rc;
     } else {

@@ -55,7 +55,7 @@ struct pm__sched_state {
  * them in its own block, 64-byte aligned). */
 size_t pm__ranges_space(int nstubs);
 /* Splits this host's share [t->lo, t->hi) of the chunks in contiguous
- * shares proportional to weight[] (0 = none). */
+ * shares proportional to weight[] (0 = none; NULL: no stub gets one). */
 int pm__ranges_init(pm__task_t *t, int nstubs, const double *weight);
 /* The same, with the whole share in one spare range: the first stub that
  * comes takes it all (a task worth one stub's time: none steals). */
