@@ -57,6 +57,7 @@ row() { printf '%-58s %12s %12s %10s\n' "$1" "${2:--}" "${3:--}" "$(ratio "${3:-
 e=$(pm empty "$n"); s=$(sp tasks_overhead -i "$n"); a=$(sp async_tasks_overhead -i "$n")
 row "$n independent empty tasks, submit all, wait (tasks_overhead)" "$e" "$s"
 row "  same, StarPU async_tasks_overhead" "$e" "$a"
+row "  same, pmlib's first run alone (task blocks fresh)" "$(pm empty_first "$n")" "$s"
 for c in $((n / 100)) $((n / 10)) "$n"; do
     [ "$c" -gt 0 ] || continue
     row "$c tasks on one memory, 16 subtasks each (-b 1: 1 subtask)" "$(pm shared "$c")" "$(sp tasks_overhead -i "$c" -b 1)"

@@ -308,6 +308,7 @@ typedef struct pm__task {
     void *sched_space; /* room for the policy's state, in the task's block */
     void *sched_heap;  /* what the policy allocated beyond it (freed by its fini) */
     bool sched_slots;  /* a plan of this task wrote stubs' slots (sched/ranges.c) */
+    bool in_slab;      /* its block was cut from a slab (core/task.c): never freed alone */
     struct pm__reduce_tree *tree;
     /* Chunks not yet done plus remote hosts not yet drained; whoever takes
      * it to zero finishes the task (one counter, so no one reads the task

@@ -12,7 +12,10 @@
  *   magnitudes gives the same bits on every run, with 4 stubs and with 1,
  *   and under every scheduling policy;
  * - with any grain, and under uneven load that makes idle stubs steal, each
- *   subtask runs exactly once.
+ *   subtask runs exactly once;
+ * - tasks beyond what the slabs of task blocks hold (a small
+ *   PMLIB_TASK_CACHE_MB) run as the others, round after round and after
+ *   pmlib is started again.
  */
 #include "testutil.h"
 
@@ -193,6 +196,35 @@ START_TEST(test_many_tasks_in_flight)
         else
             for (uint32_t i = 0; i < STEP_ELEMS; i++)
                 ck_assert_uint_eq(p[i], k * 1000u + i);
+    }
+}
+END_TEST
+
+/* More tasks in flight than the slabs of task blocks hold (a 3 MiB bound:
+ * one slab, then blocks of malloc, some kept and some freed), three
+ * rounds, then pmlib started again: every round adds its tasks in full. */
+#define SLAB_TASKS 3000
+
+static void setup4(void);
+
+START_TEST(test_task_blocks_beyond_slabs)
+{
+    for (int life = 0; life < 2; life++) {
+        pm_memory_t m = tu_memory(STEP_ELEMS * 4);
+        static pm_task_t t[SLAB_TASKS];
+
+        for (int round = 1; round <= 3; round++) {
+            for (uint32_t k = 0; k < SLAB_TASKS; k++)
+                t[k] = submit_step(STEP_ADD, k, m, PM_MEMORY_NULL, 0);
+            ck_assert_int_eq(pm_task_wait_all(), PM_OK);
+            for (uint32_t k = 0; k < SLAB_TASKS; k++)
+                ck_assert_int_eq(pm_task_release(t[k]), PM_OK);
+            for (uint32_t i = 0; i < STEP_ELEMS; i++)
+                ck_assert_uint_eq(((uint32_t *)pm_memory_data(m))[i], (uint32_t)(round * SLAB_TASKS));
+        }
+        ck_assert_int_eq(pm_memory_release(m), PM_OK);
+        ck_assert_int_eq(pm_finalize(), PM_OK);
+        setup4();
     }
 }
 END_TEST
@@ -692,6 +724,18 @@ static void setup4(void)
     register_all();
 }
 
+static void setup_small_cache(void)
+{
+    ck_assert_int_eq(setenv("PMLIB_TASK_CACHE_MB", "3", 1), 0);
+    setup4();
+}
+
+static void teardown_small_cache(void)
+{
+    tu_teardown();
+    unsetenv("PMLIB_TASK_CACHE_MB");
+}
+
 static void setup1(void)
 {
     tu_setup_ncpu1();
@@ -707,6 +751,7 @@ static Suite *tasks_suite(void)
     TCase *det = tcase_create("determinism");
     TCase *det1 = tcase_create("determinism_one_stub");
     TCase *once = tcase_create("exactly_once");
+    TCase *slabs = tcase_create("task_blocks");
 
     tcase_add_checked_fixture(flight, setup4, tu_teardown);
     tcase_add_checked_fixture(fin, setup4, NULL);
@@ -714,6 +759,7 @@ static Suite *tasks_suite(void)
     tcase_add_checked_fixture(det, setup4, tu_teardown);
     tcase_add_checked_fixture(det1, setup1, tu_teardown);
     tcase_add_checked_fixture(once, setup4, tu_teardown);
+    tcase_add_checked_fixture(slabs, setup_small_cache, teardown_small_cache);
 
     tcase_add_test(flight, test_many_tasks_in_flight);
     tcase_add_test(flight, test_wait_all_reports_failure);
@@ -731,6 +777,7 @@ static Suite *tasks_suite(void)
     tcase_add_test(once, test_static_equal_grain_runs_each_once);
     tcase_add_test(once, test_static_proportional_runs_each_once);
     tcase_add_test(once, test_uneven_load_runs_each_once);
+    tcase_add_test(slabs, test_task_blocks_beyond_slabs);
 
     suite_add_tcase(s, flight);
     suite_add_tcase(s, fin);
@@ -738,6 +785,7 @@ static Suite *tasks_suite(void)
     suite_add_tcase(s, det);
     suite_add_tcase(s, det1);
     suite_add_tcase(s, once);
+    suite_add_tcase(s, slabs);
     return s;
 }
 
