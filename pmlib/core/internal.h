@@ -44,6 +44,10 @@ void pm__log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3
 
 double pm__now(void);
 void *pm__aligned_alloc(size_t bytes);
+/* Zeroed memory for large buffers filled piece by piece (core/log.c);
+ * freed by pm__big_free with the same size. */
+void *pm__big_calloc(size_t bytes);
+void pm__big_free(void *p, size_t bytes);
 
 /* A lock for short sections that rarely meet (a task's error and pieces, a
  * stub's range of chunks): all zero is unlocked, so a zeroed block needs no

@@ -92,10 +92,10 @@ pm__memory_t *pm__data_mirror(uint64_t handle, size_t bytes, uint64_t version, c
     pm__mirror_t *mr = find_mirror_locked(handle);
     if (mr == NULL) {
         mr = calloc(1, sizeof *mr);
-        void *data = calloc(1, bytes ? bytes : 1);
+        void *data = pm__big_calloc(bytes);
         if (mr == NULL || data == NULL) {
             free(mr);
-            free(data);
+            pm__big_free(data, bytes);
             pthread_mutex_unlock(&mirrors_lock);
             return NULL;
         }
@@ -128,7 +128,7 @@ static void mirror_free(pm__mirror_t *mr)
     free(mr->rows);
     free(mr->inflight.r);
     pm__holders_free(&mr->away);
-    free(mr->mem.data);
+    pm__big_free(mr->mem.data, mr->mem.bytes);
     free(mr);
 }
 
