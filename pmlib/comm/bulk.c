@@ -19,15 +19,26 @@
  *           receiver straight into its segments. A byte before each
  *           fragment says whether it shrank (1) or travels raw (0).
  *           Large payloads of small pieces (strided rows) go the same way
- *           uncompressed, packed in fragments of PM__PFRAG.
+ *           uncompressed, packed in fragments of PM__PFRAG;
+ *   cma     except to a host on the same machine whose process may read
+ *           this one's memory (probed at start-up): the control message
+ *           lists the pieces' addresses here, the receiver copies them
+ *           into its own pieces with process_vm_readv (one copy, where
+ *           packing cost three) and answers with a byte on the
+ *           acknowledgement communicator, after which the pieces are
+ *           free.
  * Each payload has its own tag on the payload communicator (a counter per
  * destination), so its fragments match only its receives.
  */
 #define _GNU_SOURCE
 #include "comm/transport.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/uio.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #define PM__INLINE_MAX (16 * 1024)
@@ -53,7 +64,13 @@
 #define PM__PIECE_MIN ((uint64_t)64 << 10)
 #define PM__MAX_PIECE_FRAGS 1024
 
-enum { MODE_RAW = 0, MODE_ZLIB = 1, MODE_INLINE = 2, MODE_PIECES = 3 };
+/* A receiver copies at most this much of a cma payload per round of the
+ * comm thread, which has other messages to move meanwhile. */
+#define PM__CMA_STEP ((uint64_t)2 << 20)
+/* The most pieces a cma payload lists (16 bytes each in its message). */
+#define PM__CMA_MAX_PIECES (1u << 20)
+
+enum { MODE_RAW = 0, MODE_ZLIB = 1, MODE_INLINE = 2, MODE_PIECES = 3, MODE_CMA = 4 };
 #define TRAILER (4 + 4 + 8 + 8 + 1)
 
 typedef struct pm__bulk_out {
@@ -69,6 +86,9 @@ typedef struct pm__bulk_out {
     uint32_t nfrag, pending; /* sends not yet complete (comm thread) */
     pm__bulk_done_fn done;
     void *arg;
+    MPI_Request ack_req; /* cma: the receiver's answer */
+    unsigned char ack;
+    struct pm__bulk_out *ack_next; /* B.acks */
 } pm__bulk_out_t;
 
 typedef struct pm__bulk_in {
@@ -92,6 +112,10 @@ typedef struct pm__bulk_in {
     double t0;
     pm__bulk_done_fn done;
     void *arg;
+    struct iovec *remote; /* cma: the sender's pieces, bi->frag of them */
+    uint64_t cma_at;      /* cma: stream bytes copied so far */
+    uint32_t remote_at;   /* cma: the remote piece cma_at lies in ... */
+    uint64_t remote_off;  /* ... and where in it */
 } pm__bulk_in_t;
 
 static struct {
@@ -107,6 +131,10 @@ static struct {
     pm__bulk_in_t *in;           /* comm thread */
     atomic_uint_fast64_t *rate;  /* bytes per second from each host */
     double *rtt;                 /* a short round trip to each host (host 0) */
+    MPI_Comm ack_comm;           /* cma answers (MPI_COMM_NULL: no cma) */
+    unsigned char *cma_to;       /* per host: it may read this process's memory */
+    pid_t *pid;                  /* per host on this machine (0: elsewhere) */
+    pm__bulk_out_t *acks;        /* comm thread: cma payloads awaiting their answer */
 } B;
 
 /* ---- segments as a stream ------------------------------------------------ */
@@ -357,6 +385,28 @@ static bool plan_pieces(pm__bulk_out_t *bo, int pieces)
     return true;
 }
 
+/* A payload of many small pieces to a host that reads this process's
+ * memory itself: the control message lists the pieces (address, length),
+ * and the pieces stay as they are until the receiver answers. */
+static bool send_cma(pm__bulk_out_t *bo, int pieces)
+{
+    if (B.cma_to == NULL || !B.cma_to[bo->dest] || (unsigned)pieces > PM__CMA_MAX_PIECES)
+        return false;
+    bo->mode = MODE_CMA;
+    bo->frag = (uint64_t)pieces;
+    for (int i = 0; i < bo->nseg; i++) {
+        if (bo->segs[i].n == 0)
+            continue;
+        pm__wbuf_u64(&bo->hdr, (uint64_t)(uintptr_t)bo->segs[i].p);
+        pm__wbuf_u64(&bo->hdr, bo->segs[i].n);
+    }
+    bo->pending = 2; /* the control message, then the answer */
+    bo->wire = bo->bytes;
+    pm__out_t *h = header_out(bo);
+    pm__tx_queue(h, h);
+    return true;
+}
+
 static int next_tag(int dest)
 {
     pthread_mutex_lock(&B.lock);
@@ -400,6 +450,8 @@ void pm__comm_send_bulk(int dest, int tag, pm__wbuf_t *hdr, const pm__seg_t *seg
         send_raw(bo);
         return;
     }
+    if (plain && send_cma(bo, pieces))
+        return;
     atomic_fetch_add(&B.codec_jobs, 1);
     pthread_mutex_lock(&B.lock);
     if (B.qtail)
@@ -426,6 +478,19 @@ void pm__bulk_frag_prepare(pm__out_t *o)
     o->count = (uint64_t)count;
 }
 
+/* One of a payload's sends (or its answer) is done; after the last, its
+ * pieces are free. */
+static void bulk_out_step(pm__bulk_out_t *bo)
+{
+    if (--bo->pending > 0)
+        return;
+    if (bo->done != NULL)
+        bo->done(bo->arg, 0, bo->bytes, bo->wire);
+    free(bo->segs);
+    free(bo->offs);
+    free(bo);
+}
+
 void pm__bulk_frag_sent(pm__out_t *o)
 {
     pm__bulk_out_t *bo = o->bo;
@@ -436,13 +501,13 @@ void pm__bulk_frag_sent(pm__out_t *o)
         pthread_cond_signal(&B.room);
         pthread_mutex_unlock(&B.lock);
     }
-    if (--bo->pending > 0)
-        return;
-    if (bo->done != NULL)
-        bo->done(bo->arg, 0, bo->bytes, bo->wire);
-    free(bo->segs);
-    free(bo->offs);
-    free(bo);
+    if (bo->mode == MODE_CMA && o->frag == UINT32_MAX) {
+        /* The header is out: the receiver's answer will free the pieces. */
+        MPI_Irecv(&bo->ack, 1, MPI_BYTE, bo->dest, bo->tag, B.ack_comm, &bo->ack_req);
+        bo->ack_next = B.acks;
+        B.acks = bo;
+    }
+    bulk_out_step(bo);
 }
 
 /* ---- the codec thread ------------------------------------------------------- */
@@ -592,6 +657,29 @@ static int take_piece_lengths(pm__rbuf_t *r, pm__bulk_in_t *bi)
     return 0;
 }
 
+/* A cma payload: the sender's pieces, which precede the trailer (bi->frag
+ * counts them), into bi->remote; PM_EINVAL when they do not add up. */
+static int take_remote_pieces(pm__rbuf_t *r, pm__bulk_in_t *bi)
+{
+    uint64_t n = bi->frag, sum = 0;
+    if (n == 0 || n > PM__CMA_MAX_PIECES || r->n < 16 * n ||
+        (bi->remote = malloc(n * sizeof *bi->remote)) == NULL)
+        return PM_EINVAL;
+    r->n -= 16 * n;
+    pm__rbuf_t l = {.p = r->p + r->n, .n = 16 * n};
+    for (uint64_t k = 0; k < n; k++) {
+        uint64_t at = pm__rbuf_u64(&l), len = pm__rbuf_u64(&l);
+        if (len == 0 || len > bi->bytes - sum)
+            return PM_EINVAL;
+        bi->remote[k] = (struct iovec){(void *)(uintptr_t)at, (size_t)len};
+        sum += len;
+    }
+    if (sum != bi->bytes)
+        return PM_EINVAL;
+    bi->nfrag = 1; /* landed once every byte is copied */
+    return 0;
+}
+
 int pm__bulk_take_trailer(pm__rbuf_t *r, int src)
 {
     r->bulk = NULL;
@@ -626,6 +714,12 @@ int pm__bulk_take_trailer(pm__rbuf_t *r, int src)
             free(bi);
             return PM_EINVAL;
         }
+    } else if (bi->mode == MODE_CMA) {
+        if (B.pid == NULL || B.pid[src] == 0 || take_remote_pieces(r, bi) != 0) {
+            free(bi->remote);
+            free(bi);
+            return PM_EINVAL;
+        }
     } else if ((bi->mode != MODE_RAW && bi->mode != MODE_ZLIB) || bi->frag == 0 ||
                bi->frag > PM__RAW_FRAG || (bi->mode == MODE_ZLIB && bi->frag > PM__PFRAG)) {
         free(bi);
@@ -644,6 +738,7 @@ uint64_t pm__comm_bulk_bytes(const pm__rbuf_t *m)
 
 static void bulk_in_free(pm__bulk_in_t *bi)
 {
+    free(bi->remote);
     free(bi->offs);
     free(bi->segs);
     free(bi->scratch);
@@ -653,9 +748,82 @@ static void bulk_in_free(pm__bulk_in_t *bi)
     free(bi);
 }
 
+/* The answer to a cma payload's sender: its pieces are free. */
+static void cma_answer(const pm__bulk_in_t *bi)
+{
+    unsigned char zero = 0;
+    MPI_Send(&zero, 1, MPI_BYTE, bi->src, bi->tag, B.ack_comm);
+}
+
+/* Iovecs per process_vm_readv. */
+#define PM__CMA_IOV 512
+
+/* Copies the next stretch of a cma payload from the sender's pieces into
+ * the segments; after the last, answers the sender. */
+static void cma_step(pm__bulk_in_t *bi)
+{
+    struct iovec local[PM__CMA_IOV], remote[PM__CMA_IOV];
+    uint64_t want = bi->bytes - bi->cma_at < PM__CMA_STEP ? bi->bytes - bi->cma_at : PM__CMA_STEP;
+    int nr = 0, nl = 0;
+    uint64_t rsum = 0, lsum = 0, off = bi->remote_off;
+    for (uint32_t k = bi->remote_at; nr < PM__CMA_IOV && rsum < want && k < bi->frag;) {
+        uint64_t len = bi->remote[k].iov_len - off;
+        len = len < want - rsum ? len : want - rsum;
+        remote[nr++] = (struct iovec){(char *)bi->remote[k].iov_base + off, (size_t)len};
+        rsum += len;
+        off += len;
+        if (off == bi->remote[k].iov_len) {
+            k++;
+            off = 0;
+        }
+    }
+    walk_t w = walk_at(bi->segs, bi->nseg, bi->cma_at, rsum);
+    unsigned char *p;
+    uint64_t n;
+    while (nl < PM__CMA_IOV && walk_next(&w, &p, &n)) {
+        local[nl++] = (struct iovec){p, (size_t)n};
+        lsum += n;
+    }
+    for (uint64_t cut = rsum - lsum; cut > 0;) { /* the local side ran out of iovecs first */
+        struct iovec *last = &remote[nr - 1];
+        if (last->iov_len <= cut) {
+            cut -= last->iov_len;
+            nr--;
+        } else {
+            last->iov_len -= cut;
+            cut = 0;
+        }
+    }
+    ssize_t got = process_vm_readv(B.pid[bi->src], local, (unsigned long)nl, remote, (unsigned long)nr, 0);
+    if (got <= 0) {
+        if (got < 0 && errno == EINTR)
+            return;
+        pm__error("cannot read a payload from host %d's memory (process_vm_readv: %s); "
+                  "run with PMLIB_CMA=0", bi->src, got < 0 ? strerror(errno) : "nothing read");
+        bi->status = PM_EMPI;
+    } else {
+        bi->cma_at += (uint64_t)got;
+        for (uint64_t left = (uint64_t)got; left > 0;) {
+            uint64_t rest = bi->remote[bi->remote_at].iov_len - bi->remote_off;
+            uint64_t take = rest < left ? rest : left;
+            bi->remote_off += take;
+            left -= take;
+            if (bi->remote_off == bi->remote[bi->remote_at].iov_len) {
+                bi->remote_at++;
+                bi->remote_off = 0;
+            }
+        }
+    }
+    if (bi->cma_at == bi->bytes || bi->status != 0) {
+        cma_answer(bi);
+        bi->next_frag = bi->nfrag;
+    }
+}
+
 static void landed(pm__bulk_in_t *bi)
 {
-    if (bi->status == 0 && bi->bytes >= 65536 && bi->mode != MODE_INLINE) {
+    if (bi->status == 0 && bi->bytes >= 65536 && bi->mode != MODE_INLINE &&
+        (bi->mode != MODE_CMA || bi->cma_at == bi->bytes)) {
         double s = pm__now() - bi->t0;
         if (s > 0) {
             uint64_t rate = (uint64_t)((double)bi->bytes / s), old = atomic_load(&B.rate[bi->src]);
@@ -701,6 +869,25 @@ void pm__comm_recv_bulk(pm__rbuf_t *m, const pm__seg_t *segs, int nseg, pm__bulk
     bi->done = done;
     bi->arg = arg;
     bi->t0 = pm__now();
+    if (bi->mode == MODE_CMA) {
+        m->bulk = NULL;
+        if (segs == NULL || segs_total(segs, nseg) != bi->bytes) {
+            /* Nothing to copy: the sender only waits for the answer. */
+            if (segs != NULL || done != NULL)
+                bi->status = PM_EINVAL;
+            cma_answer(bi);
+            landed(bi);
+            return;
+        }
+        if ((bi->segs = segs_copy(segs, nseg)) == NULL) {
+            pm__error("out of memory receiving a payload from host %d; aborting the job", bi->src);
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+        bi->nseg = nseg;
+        bi->next = B.in;
+        B.in = bi;
+        return;
+    }
     if (segs == NULL || segs_total(segs, nseg) != bi->bytes) {
         /* The payload must still be taken off the wire: into scratch. */
         if (segs != NULL || done != NULL)
@@ -832,6 +1019,18 @@ static int zlib_step(pm__bulk_in_t *bi)
 int pm__bulk_progress(void)
 {
     int work = 0;
+    for (pm__bulk_out_t **pp = &B.acks; *pp != NULL;) {
+        pm__bulk_out_t *bo = *pp;
+        int flag = 0;
+        MPI_Test(&bo->ack_req, &flag, MPI_STATUS_IGNORE);
+        if (!flag) {
+            pp = &bo->ack_next;
+            continue;
+        }
+        *pp = bo->ack_next;
+        bulk_out_step(bo);
+        work++;
+    }
     for (pm__bulk_in_t **pp = &B.in; *pp != NULL;) {
         pm__bulk_in_t *bi = *pp;
         if (bi->mode == MODE_RAW || bi->mode == MODE_PIECES) {
@@ -843,6 +1042,9 @@ int pm__bulk_progress(void)
                         MPI_Type_free(&bi->types[k]);
                 bi->next_frag = bi->nfrag;
             }
+        } else if (bi->mode == MODE_CMA) {
+            cma_step(bi);
+            work++;
         } else {
             while (bi->next_frag < bi->nfrag && zlib_step(bi))
                 work++;
@@ -860,7 +1062,7 @@ int pm__bulk_progress(void)
 
 bool pm__bulk_busy(void)
 {
-    return B.in != NULL || atomic_load(&B.codec_jobs) > 0;
+    return B.in != NULL || B.acks != NULL || atomic_load(&B.codec_jobs) > 0;
 }
 
 double pm__comm_rate(int host)
@@ -901,6 +1103,64 @@ static double best_round_trip(int h, unsigned char *buf, int bytes)
     return best;
 }
 
+/*
+ * Which hosts on this machine may read this process's memory with
+ * process_vm_readv (collective, at start-up): each process lets processes
+ * of its user trace it (the Yama module otherwise lets only ancestors read
+ * its memory, and Open MPI does the same for its own single copies), then
+ * reads a number from each peer at the address the peer gave, and the
+ * answers are exchanged, so that a sender knows which receivers can.
+ * PMLIB_CMA=0 on a host: it neither reads nor is read.
+ */
+static void cma_probe(void)
+{
+    static volatile uint64_t magic;
+    int n = pm__rt.nhosts, want = pm__env_uint("PMLIB_CMA", "0 or 1", 0, 1, 1) != 0, lsize = 1;
+    MPI_Comm local = MPI_COMM_NULL;
+    MPI_Comm_split_type(pm__bulk_comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local);
+    MPI_Comm_size(local, &lsize);
+    struct peer {
+        uint64_t pid, addr, magic, want, host;
+    } me, *all = calloc((size_t)lsize, sizeof *all);
+    unsigned char *can = calloc((size_t)n, 1);
+    B.cma_to = calloc((size_t)n, 1);
+    B.pid = calloc((size_t)n, sizeof *B.pid);
+    bool ok = all != NULL && can != NULL && B.cma_to != NULL && B.pid != NULL;
+    magic = 0x9e3779b97f4a7c15u ^ (uint64_t)getpid() ^ (uint64_t)(pm__now() * 1e9);
+    me = (struct peer){(uint64_t)getpid(), (uint64_t)(uintptr_t)&magic, magic, (uint64_t)(want && ok),
+                       (uint64_t)pm__rt.host};
+    if (me.want && lsize > 1)
+        (void)prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+    struct peer dummy[1];
+    MPI_Allgather(&me, sizeof me, MPI_BYTE, all != NULL ? all : dummy, sizeof me, MPI_BYTE, local);
+    for (int j = 0; ok && j < lsize; j++) {
+        if (all[j].host == me.host || all[j].host >= (uint64_t)n)
+            continue;
+        B.pid[all[j].host] = (pid_t)all[j].pid;
+        uint64_t v = 0;
+        struct iovec l = {&v, sizeof v}, r = {(void *)(uintptr_t)all[j].addr, sizeof v};
+        if (me.want && all[j].want && process_vm_readv((pid_t)all[j].pid, &l, 1, &r, 1, 0) == (ssize_t)sizeof v &&
+            v == all[j].magic)
+            can[all[j].host] = 1;
+    }
+    /* Element h of `can` goes to host h: whether this host reads h's memory. */
+    unsigned char none[1] = {0};
+    if (ok)
+        MPI_Alltoall(can, 1, MPI_BYTE, B.cma_to, 1, MPI_BYTE, pm__bulk_comm);
+    else
+        MPI_Alltoall(MPI_IN_PLACE, 1, MPI_BYTE, none, 1, MPI_BYTE, pm__bulk_comm);
+    MPI_Comm_dup(pm__bulk_comm, &B.ack_comm);
+    MPI_Comm_free(&local);
+    int readers = 0;
+    for (int h = 0; ok && h < n; h++)
+        readers += B.cma_to[h];
+    if (readers > 0)
+        pm__debug("transport: %d host(s) on this machine read payloads of small pieces from here directly",
+                  readers);
+    free(all);
+    free(can);
+}
+
 /* At start-up, before the comm thread: host 0 times a 1 MiB payload to each
  * host, so that the first task already weighs moving data by the link's
  * real speed, and a 1-byte round trip: what a host costs a task beyond its
@@ -919,6 +1179,7 @@ void pm__bulk_probe(void)
             B.rtt[h] = rtt;
     }
     free(buf);
+    cma_probe();
 }
 
 int pm__bulk_start(void)
@@ -962,6 +1223,19 @@ void pm__bulk_stop(void)
         B.in = bi->next;
         bulk_in_free(bi);
     }
+    while (B.acks != NULL) { /* a job ending early: the answers will not come */
+        pm__bulk_out_t *bo = B.acks;
+        B.acks = bo->ack_next;
+        MPI_Cancel(&bo->ack_req);
+        MPI_Request_free(&bo->ack_req);
+        free(bo->segs);
+        free(bo->offs);
+        free(bo);
+    }
+    if (B.ack_comm != MPI_COMM_NULL && B.ack_comm != 0)
+        MPI_Comm_free(&B.ack_comm);
+    free(B.cma_to);
+    free(B.pid);
     free(B.next_tag);
     free(B.rate);
     free(B.rtt);

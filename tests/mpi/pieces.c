@@ -8,7 +8,9 @@
  * the gaps around its pieces were not written. The cases cover each way a
  * payload of pieces travels (comm/bulk.c): few bytes inline, one piece raw,
  * large pieces each its own message, small pieces sharing messages, a
- * payload of small pieces too large for that (packed), pieces of every
+ * payload of small pieces too large for that (packed, or read by the
+ * receiver from the sender's memory on one machine; run again with
+ * PMLIB_CMA=0 for the packing), pieces of every
  * size with empty ones among them, and more pieces than a payload has
  * messages. With --huge instead: pieces over 1 GiB (a message's most),
  * 2.2 GiB in all, so that a piece is split among messages.
@@ -148,6 +150,13 @@ static void add_cases(void)
     c->name = "packed";
     equal(&c->send, 2048, 4 * KiB);
     uneven(&c->recv, 5, total(&c->send));
+    /* Packed, into more and smaller pieces than it left: a host on the
+     * same machine that reads the sender's pieces itself runs out of the
+     * receiving side's pieces first in each stretch it copies. */
+    c = &cases[ncases++];
+    c->name = "packed into small pieces";
+    equal(&c->send, 600, 14 * KiB);
+    uneven(&c->recv, 2190, total(&c->send));
     /* Every size, empty pieces among them, a short tail. */
     c = &cases[ncases++];
     c->name = "mixed";

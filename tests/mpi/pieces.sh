@@ -10,6 +10,10 @@ trap 'rm -f "$log"' EXIT
 
 echo "pieces on 2 hosts (limit 120 s)"
 mpi_expect_ok "" 120 2 PIECES-OK "$top_builddir/tests/mpi/pieces"
+echo "pieces on 2 hosts, packed instead of read by the receiver (limit 120 s)"
+export PMLIB_CMA=0
+mpi_expect_ok "PMLIB_CMA=0: " 120 2 PIECES-OK "$top_builddir/tests/mpi/pieces"
+unset PMLIB_CMA
 
 pass_unless_huge_fits "pieces --huge" 8
 echo "pieces --huge on 2 hosts (limit 180 s)"
