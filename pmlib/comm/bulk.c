@@ -65,8 +65,10 @@
 #define PM__MAX_PIECE_FRAGS 1024
 
 /* A receiver copies at most this much of a cma payload per round of the
- * comm thread, which has other messages to move meanwhile. */
-#define PM__CMA_STEP ((uint64_t)2 << 20)
+ * comm thread, which has other messages to move meanwhile (on a crowded
+ * machine a round may come milliseconds after the one before: MPI too
+ * lands a whole fragment of up to 4 MiB, packed, within one round). */
+#define PM__CMA_STEP ((uint64_t)16 << 20)
 /* The most pieces a cma payload lists (16 bytes each in its message). */
 #define PM__CMA_MAX_PIECES (1u << 20)
 
@@ -1043,7 +1045,9 @@ int pm__bulk_progress(void)
                 bi->next_frag = bi->nfrag;
             }
         } else if (bi->mode == MODE_CMA) {
-            cma_step(bi);
+            /* Up to PM__CMA_STEP bytes a round, in calls of PM__CMA_IOV pieces. */
+            for (uint64_t from = bi->cma_at; bi->next_frag < bi->nfrag && bi->cma_at - from < PM__CMA_STEP;)
+                cma_step(bi);
             work++;
         } else {
             while (bi->next_frag < bi->nfrag && zlib_step(bi))
