@@ -10,12 +10,28 @@
 
 /* Per host (runtime lock): the overhead, the tasks in a row the costs left
  * it out of, and after how many it gets a chunk anyway. */
+/* Callback sets a host remembers having run (the latest ones). */
+#define PM__HOST_SEEN 8
+
 static struct host_cost {
     double overhead;
     double backlog; /* seconds of placed work of unfinished tasks */
     double per_byte; /* learned seconds per byte moved, beyond the bandwidth */
     uint32_t left_out, probe_after, samples, finishes;
+    uint64_t seen[PM__HOST_SEEN]; /* name hashes of callback sets it ran (ring) */
+    uint32_t nseen;
 } *hc;
+
+/* Whether host h ran a task of these callbacks before; remembers them. */
+static bool seen_before(struct host_cost *c, uint64_t hash)
+{
+    uint32_t n = c->nseen < PM__HOST_SEEN ? c->nseen : PM__HOST_SEEN;
+    for (uint32_t i = 0; i < n; i++)
+        if (c->seen[i] == hash)
+            return true;
+    c->seen[c->nseen++ % PM__HOST_SEEN] = hash;
+    return false;
+}
 static int nhc;
 
 /* The first re-measure of a host left out, and the longest wait. */
@@ -155,17 +171,21 @@ void pm__hosts_note_finish(const pm__task_t *t, int h, double seconds, unsigned 
      * nothing learned, the chunks one after the other. */
     double expect = latency(t, h, false, 0) + chunks * chunk_time(t, h, chunk_s, 0);
     double sample = seconds > expect ? (seconds - expect) / moved : 0;
-    /* Not the first task a host ran (it makes its mirrors and touches
-     * their pages), then the next sets it and later ones average in. */
+    /* Not the first task of a callback set a host ran: it makes its
+     * mirrors and touches their pages, and the other set of an app does so
+     * again for ranges of its own (fft2d's first column pass on cpu2: its
+     * first 16 MB took host 1 up to 0.35 s, and that one sample kept every
+     * later task off host 1). The next sets it and later ones average in. */
+    bool first = !seen_before(&hc[h], t->cbs.name_hash);
     double *p = &hc[h].per_byte;
-    if (probe)
+    if (!first && probe)
         *p = fmin(*p, sample);
-    else if (++hc[h].finishes == 2)
+    else if (!first && ++hc[h].finishes == 1)
         *p = sample;
-    else if (hc[h].finishes > 2)
+    else if (!first)
         *p += (sample - *p) / 4;
-    pm__debug("host %d ran %u chunks in %.3g s, %.3g expected: %.3g ns per byte moved there (now %.3g)", h,
-              chunks, seconds, expect, sample * 1e9, *p * 1e9);
+    pm__debug("host %d ran %u chunks in %.3g s, %.3g expected: %.3g ns per byte moved there (now %.3g%s)", h,
+              chunks, seconds, expect, sample * 1e9, *p * 1e9, first ? "; its first task of these callbacks" : "");
 }
 
 void pm__split_by_cost(int nhosts, const double *lat, const double *rate, uint64_t n,

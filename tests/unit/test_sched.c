@@ -345,7 +345,8 @@ END_TEST
 
 /* What a host's chunks took beyond the link and its devices is learned as a
  * cost per byte moved there, which slows its chunks in later splits; a
- * probe may only lower it, and tasks moving little teach nothing. */
+ * probe may only lower it, and tasks moving little teach nothing, nor the
+ * first task of each callback set a host runs. */
 START_TEST(learn_cost_of_moving)
 {
     pm__hosts_overhead_init(2); /* bandwidth unmeasured: PM__HOST_BW_GUESS */
@@ -377,6 +378,13 @@ START_TEST(learn_cost_of_moving)
     /* Later samples are averaged in, a quarter each. */
     pm__hosts_note_finish(&t, 1, 0.088, 4, 0.01, false);
     ck_assert(fabs(pm__hosts_moving(1, 1e6) - (1e-3 + 1.25e-3 / 4)) < 1e-12);
+    /* The first task of another callback set there (mirrors of its own
+     * ranges, its plans) is no sample either; its next one is. */
+    pm__task_t other = {.xfer_in = 4e6, .xfer_out = 4e6, .cbs = {.name_hash = 7}};
+    pm__hosts_note_finish(&other, 1, 10, 4, 0.01, false);
+    ck_assert(fabs(pm__hosts_moving(1, 1e6) - (1e-3 + 1.25e-3 / 4)) < 1e-12);
+    pm__hosts_note_finish(&other, 1, 0.088, 4, 0.01, false);
+    ck_assert(fabs(pm__hosts_moving(1, 1e6) - (1e-3 + 0.3125e-3 + (1.25e-3 - 0.3125e-3) / 4)) < 1e-12);
     /* Host 0 moves nothing to itself. */
     pm__hosts_note_finish(&t, 0, 0.088, 4, 0.01, false);
     rate = 100;
