@@ -69,8 +69,8 @@ static int run_marked(const pm_task_desc_t *desc)
  * not wake every stub: with polling off, each of 100 tasks of 16 tiny
  * subtasks wakes one stub (the others stay asleep), not all 3 or 4 that
  * sleep. Should the model be
- * wrong, a chunk that runs long wakes the others: 8 subtasks of 5 ms never
- * run on one stub alone.
+ * wrong, a chunk that runs long wakes the others: 16 subtasks of 10 ms
+ * never run on one stub alone.
  */
 START_TEST(test_short_tasks_wake_few_stubs)
 {
@@ -95,8 +95,11 @@ START_TEST(test_short_tasks_wake_few_stubs)
     if (getenv("PMLIB_TEST_SANITIZER") == NULL)
         ck_assert_uint_le(woken, 200);
 
-    atomic_store(&nap_us, 5000);
-    desc.subtasks = 8;
+    /* 16 subtasks of 10 ms: a woken stub has 150 ms to come, where 8 of
+     * 5 ms once ran on one stub alone while other suites loaded the
+     * machine (the woken stubs had not run within 35 ms). */
+    atomic_store(&nap_us, 10000);
+    desc.subtasks = 16;
     ck_assert_int_gt(run_marked(&desc), 1);
     ck_assert_int_eq(pm_finalize(), PM_OK);
 }
