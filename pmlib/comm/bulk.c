@@ -1129,15 +1129,17 @@ static void cma_probe(void)
     unsigned char *can = calloc((size_t)n, 1);
     B.cma_to = calloc((size_t)n, 1);
     B.pid = calloc((size_t)n, sizeof *B.pid);
-    bool ok = all != NULL && can != NULL && B.cma_to != NULL && B.pid != NULL;
+    if (all == NULL || can == NULL || B.cma_to == NULL || B.pid == NULL) {
+        pm__error("out of memory starting the transport; aborting the job");
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
     magic = 0x9e3779b97f4a7c15u ^ (uint64_t)getpid() ^ (uint64_t)(pm__now() * 1e9);
-    me = (struct peer){(uint64_t)getpid(), (uint64_t)(uintptr_t)&magic, magic, (uint64_t)(want && ok),
+    me = (struct peer){(uint64_t)getpid(), (uint64_t)(uintptr_t)&magic, magic, (uint64_t)want,
                        (uint64_t)pm__rt.host};
     if (me.want && lsize > 1)
         (void)prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
-    struct peer dummy[1];
-    MPI_Allgather(&me, sizeof me, MPI_BYTE, all != NULL ? all : dummy, sizeof me, MPI_BYTE, local);
-    for (int j = 0; ok && j < lsize; j++) {
+    MPI_Allgather(&me, sizeof me, MPI_BYTE, all, sizeof me, MPI_BYTE, local);
+    for (int j = 0; j < lsize; j++) {
         if (all[j].host == me.host || all[j].host >= (uint64_t)n)
             continue;
         B.pid[all[j].host] = (pid_t)all[j].pid;
@@ -1148,15 +1150,11 @@ static void cma_probe(void)
             can[all[j].host] = 1;
     }
     /* Element h of `can` goes to host h: whether this host reads h's memory. */
-    unsigned char none[1] = {0};
-    if (ok)
-        MPI_Alltoall(can, 1, MPI_BYTE, B.cma_to, 1, MPI_BYTE, pm__bulk_comm);
-    else
-        MPI_Alltoall(MPI_IN_PLACE, 1, MPI_BYTE, none, 1, MPI_BYTE, pm__bulk_comm);
+    MPI_Alltoall(can, 1, MPI_BYTE, B.cma_to, 1, MPI_BYTE, pm__bulk_comm);
     MPI_Comm_dup(pm__bulk_comm, &B.ack_comm);
     MPI_Comm_free(&local);
     int readers = 0;
-    for (int h = 0; ok && h < n; h++)
+    for (int h = 0; h < n; h++)
         readers += B.cma_to[h];
     if (readers > 0)
         pm__debug("transport: %d host(s) on this machine read payloads of small pieces from here directly",
