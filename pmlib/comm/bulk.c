@@ -480,6 +480,13 @@ void pm__bulk_frag_prepare(pm__out_t *o)
     o->count = (uint64_t)count;
 }
 
+static void bulk_out_free(pm__bulk_out_t *bo)
+{
+    free(bo->segs);
+    free(bo->offs);
+    free(bo);
+}
+
 /* One of a payload's sends (or its answer) is done; after the last, its
  * pieces are free. */
 static void bulk_out_step(pm__bulk_out_t *bo)
@@ -488,9 +495,7 @@ static void bulk_out_step(pm__bulk_out_t *bo)
         return;
     if (bo->done != NULL)
         bo->done(bo->arg, 0, bo->bytes, bo->wire);
-    free(bo->segs);
-    free(bo->offs);
-    free(bo);
+    bulk_out_free(bo);
 }
 
 void pm__bulk_frag_sent(pm__out_t *o)
@@ -1230,9 +1235,7 @@ void pm__bulk_stop(void)
         B.acks = bo->ack_next;
         MPI_Cancel(&bo->ack_req);
         MPI_Request_free(&bo->ack_req);
-        free(bo->segs);
-        free(bo->offs);
-        free(bo);
+        bulk_out_free(bo);
     }
     if (B.ack_comm != MPI_COMM_NULL && B.ack_comm != 0)
         MPI_Comm_free(&B.ack_comm);

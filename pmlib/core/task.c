@@ -427,13 +427,7 @@ static void block_cache_clear(void)
     for (size_t i = 0; i < block_cache.nslabs; i++)
         munmap(block_cache.slabs[i], PM__SLAB_BYTES);
     free(block_cache.slabs);
-    memset(block_cache.slab_head, 0, sizeof block_cache.slab_head);
-    block_cache.slabs = NULL;
-    block_cache.nslabs = block_cache.cap_slabs = 0;
-    block_cache.cut = block_cache.end = NULL;
-    block_cache.small_pages = false;
-    block_cache.bytes = 0;
-    block_cache.max_read = false;
+    memset(&block_cache, 0, sizeof block_cache); /* empty, unlocked, the bound read again */
 }
 
 static void task_free(pm__task_t *t)

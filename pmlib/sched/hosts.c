@@ -8,22 +8,23 @@
 #include "reduce/acc.h"
 #include "sched/model.h"
 
-/* Per host (runtime lock): the overhead, the tasks in a row the costs left
- * it out of, and after how many it gets a chunk anyway. */
 /* Callback sets a host remembers having run (the latest ones). */
 #define PM__HOST_SEEN 8
 
+/* Per host (runtime lock): the overhead, the tasks in a row the costs left
+ * it out of, and after how many it gets a chunk anyway. */
 static struct host_cost {
     double overhead;
     double backlog; /* seconds of placed work of unfinished tasks */
     double per_byte; /* learned seconds per byte moved, beyond the bandwidth */
     uint32_t left_out, probe_after, samples, finishes;
-    uint64_t seen[PM__HOST_SEEN]; /* name hashes of callback sets it ran (ring) */
+    uint32_t seen[PM__HOST_SEEN]; /* name hashes of callback sets it ran (ring) */
     uint32_t nseen;
 } *hc;
+static int nhc;
 
 /* Whether host h ran a task of these callbacks before; remembers them. */
-static bool seen_before(struct host_cost *c, uint64_t hash)
+static bool seen_before(struct host_cost *c, uint32_t hash)
 {
     uint32_t n = c->nseen < PM__HOST_SEEN ? c->nseen : PM__HOST_SEEN;
     for (uint32_t i = 0; i < n; i++)
@@ -32,7 +33,6 @@ static bool seen_before(struct host_cost *c, uint64_t hash)
     c->seen[c->nseen++ % PM__HOST_SEEN] = hash;
     return false;
 }
-static int nhc;
 
 /* The first re-measure of a host left out, and the longest wait. */
 #define PM__HOST_PROBE_FIRST 16
@@ -178,12 +178,14 @@ void pm__hosts_note_finish(const pm__task_t *t, int h, double seconds, unsigned 
      * later task off host 1). The next sets it and later ones average in. */
     bool first = !seen_before(&hc[h], t->cbs.name_hash);
     double *p = &hc[h].per_byte;
-    if (!first && probe)
-        *p = fmin(*p, sample);
-    else if (!first && ++hc[h].finishes == 1)
-        *p = sample;
-    else if (!first)
-        *p += (sample - *p) / 4;
+    if (!first) {
+        if (probe)
+            *p = fmin(*p, sample);
+        else if (++hc[h].finishes == 1)
+            *p = sample;
+        else
+            *p += (sample - *p) / 4;
+    }
     pm__debug("host %d ran %u chunks in %.3g s, %.3g expected: %.3g ns per byte moved there (now %.3g%s)", h,
               chunks, seconds, expect, sample * 1e9, *p * 1e9, first ? "; its first task of these callbacks" : "");
 }
