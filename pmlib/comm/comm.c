@@ -705,6 +705,7 @@ int pm__comm_start(const pm__host_info_t *me)
     if (rc != 0)
         return rc;
     pm__bulk_probe();
+    pm__shm_probe();
     pthread_mutex_init(&C.lock, NULL);
     pthread_cond_init(&C.wake, NULL);
     if (pthread_create(&C.thread, NULL, comm_main, NULL) != 0)

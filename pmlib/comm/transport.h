@@ -38,6 +38,8 @@ int pm__bulk_start(void);
  * thread starts). */
 void pm__bulk_probe(void);
 void pm__bulk_stop(void);
+/* Whether the hosts share memories in place (shm.c; collective, start-up). */
+void pm__shm_probe(void);
 /* Prepares a fragment's address, count and datatype before MPI_Isend. */
 void pm__bulk_frag_prepare(pm__out_t *o);
 /* A fragment (or a header of a payload) has been sent. */

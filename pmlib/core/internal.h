@@ -113,6 +113,11 @@ typedef struct pm__memory {
     uint64_t version;
     int users; /* unfinished tasks naming this memory (runtime lock) */
     bool pinned; /* page-locked for the GPUs */
+    /* Several hosts, all on this machine: its bytes live in a memory file
+     * host 0 made (shm_fd there) and the other hosts map as their mirror,
+     * so their subtasks read and write host 0's bytes in place. */
+    bool shared;
+    int shm_fd;
     /* Dependencies (runtime lock): the last unfinished task that writes
      * it, and the unfinished tasks that read it since that one was
      * submitted. A new reader waits for the writer; a new writer waits for
@@ -164,6 +169,8 @@ bool pm__registry_get(const char *name, pm__callbacks_t *out);
 void pm__registry_clear(void);
 /* Whether any callback set registered so far has a cuda callback. */
 bool pm__registry_has_cuda(void);
+/* Whether new host memory should be page-locked for the GPUs (core/memory.c). */
+bool pm__want_pinned(void);
 
 /* ---- subscriptions (core/subscribe.c) ---------------------------------- */
 
@@ -600,6 +607,13 @@ typedef struct pm__fetch pm__fetch_t;
 typedef struct pm__hooks {
     void *(*pinned_alloc)(size_t bytes); /* page-locked host memory, or NULL */
     void (*pinned_free)(void *p);
+    /* Page-locks host memory made elsewhere (0 or an error) and undoes it. */
+    int (*pin)(void *p, size_t bytes);
+    void (*unpin)(void *p);
+    /* Host 0, every host on this machine: a memory file the other hosts
+     * map (NULL: none; *fd -1), and its end. */
+    void *(*shared_alloc)(size_t bytes, int *fd);
+    void (*shared_free)(void *p, size_t bytes, int fd);
     /* Host 0, runtime lock held unless said: other hosts hold ranges of m;
      * bring them home (lock not held, no task uses m); make m lazy or not. */
     bool (*away)(pm__memory_t *m);

@@ -27,16 +27,35 @@ static int lookup(const char *fn, pm_memory_t m, pm__memory_t **out)
  * so that copies to and from the GPUs run at full speed without staging.
  * Without cuda callbacks no GPU will touch them, and page-locking would
  * make a CUDA context in a process that never needs one. */
-static void *host_alloc(size_t bytes, bool *pinned)
+bool pm__want_pinned(void)
 {
-    *pinned = false;
     int ngpu = 0;
     for (int i = 0; i < pm__rt.nstubs; i++)
         ngpu += pm__rt.stubs[i].ops->kind == PM_DEVICE_GPU;
-    if (ngpu > 0 && pm__hooks.pinned_alloc != NULL && pm__registry_has_cuda()) {
+    return ngpu > 0 && pm__hooks.pinned_alloc != NULL && pm__registry_has_cuda();
+}
+
+/* Memories from this size on live in a file the other hosts of this
+ * machine map, when they all run here (comm/shm.c): smaller ones travel
+ * with their tasks for less than a file and a mapping cost. */
+#define PM__SHARE_MIN ((size_t)64 << 10)
+
+static void *host_alloc(pm__memory_t *m, size_t bytes)
+{
+    bool pin = pm__want_pinned();
+    m->shm_fd = -1;
+    if (bytes >= PM__SHARE_MIN && pm__hooks.shared_alloc != NULL) {
+        void *p = pm__hooks.shared_alloc(bytes, &m->shm_fd);
+        if (p != NULL) {
+            m->shared = true;
+            m->pinned = pin && pm__hooks.pin(p, bytes) == 0;
+            return p;
+        }
+    }
+    if (pin) {
         void *p = pm__hooks.pinned_alloc(bytes);
         if (p != NULL) {
-            *pinned = true;
+            m->pinned = true;
             return p;
         }
     }
@@ -45,11 +64,15 @@ static void *host_alloc(size_t bytes, bool *pinned)
 
 static void host_free(pm__memory_t *m)
 {
-    if (m->pinned) {
+    if (m->shared) {
+        if (m->pinned)
+            pm__hooks.unpin(m->data);
+        pm__hooks.shared_free(m->data, m->bytes, m->shm_fd);
+    } else if (m->pinned) {
         pm__hooks.pinned_free(m->data);
-        return;
+    } else {
+        free(m->data);
     }
-    free(m->data);
 }
 
 int pm_memory_create(size_t bytes, pm_memory_t *memory)
@@ -64,12 +87,13 @@ int pm_memory_create(size_t bytes, pm_memory_t *memory)
     if (bytes == 0)
         return PM__FAIL(PM_EINVAL, "pm_memory_create: size 0; a memory holds at least one byte");
     pm__memory_t *m = calloc(1, sizeof *m);
-    void *data = m ? host_alloc(bytes, &m->pinned) : NULL;
+    void *data = m ? host_alloc(m, bytes) : NULL;
     if (m == NULL || data == NULL) {
         free(m);
         return PM__FAIL(PM_ENOMEM, "pm_memory_create: cannot allocate %zu bytes", bytes);
     }
-    memset(data, 0, bytes);
+    if (!m->shared) /* a new file reads as zeros */
+        memset(data, 0, bytes);
     m->data = data;
     m->bytes = bytes;
     m->version = 1;

@@ -56,6 +56,10 @@ typedef struct pm__mirror {
     /* Host 0's directory of the memory as the last task brought it: which
      * host to ask for the ranges other hosts hold. */
     pm__holders_t away;
+    /* A shared mirror is page-locked for the GPUs on a thread of its own
+     * (mem.pinned says how that went once it has been joined). */
+    pthread_t pinner;
+    bool pinning;
     struct pm__mirror *next;
 } pm__mirror_t;
 
@@ -86,22 +90,73 @@ static pm__mirror_t *find_mirror_locked(uint64_t handle)
     return mr;
 }
 
-pm__memory_t *pm__data_mirror(uint64_t handle, size_t bytes, uint64_t version, const pm__holders_t *away)
+/* A new mirror's bytes: host 0's file of the memory mapped here (shared),
+ * or a buffer of its own. Mapping may fail (the process's limit of
+ * mappings): the mirror is then filled over the wire, as host 0 answers
+ * either way. */
+static void *mirror_bytes(int share, size_t bytes, bool *shared)
+{
+    void *data = share >= 0 ? pm__shm_map(share, bytes) : NULL;
+    *shared = data != NULL;
+    if (data == NULL) {
+        if (share >= 0)
+            pm__debug("memory of %zu bytes: cannot map host 0's file; its ranges come over the wire", bytes);
+        return pm__big_calloc(bytes);
+    }
+    return data;
+}
+
+static void *pin_mirror(void *arg)
+{
+    pm__mirror_t *mr = arg;
+    mr->mem.pinned = pm__hooks.pin(mr->mem.data, mr->mem.bytes) == 0;
+    return NULL;
+}
+
+/* A shared mirror is page-locked as host 0's memories are, so that the
+ * GPUs here copy it without staging. Locking takes long (200 ms for the 64
+ * MB of nbody's 2^20 bodies on an H100 host), so it runs beside the task:
+ * the GPUs stage their copies until it is done (exec/cuda.c asks CUDA,
+ * chunk by chunk, whether a buffer is locked). */
+static void pin_in_background(pm__mirror_t *mr)
+{
+    if (mr->mem.shared && pm__want_pinned())
+        mr->pinning = pthread_create(&mr->pinner, NULL, pin_mirror, mr) == 0;
+}
+
+static void mirror_bytes_free(pm__mirror_t *mr)
+{
+    pm__memory_t *m = &mr->mem;
+    if (mr->pinning)
+        pthread_join(mr->pinner, NULL);
+    if (!m->shared) {
+        pm__big_free(m->data, m->bytes);
+        return;
+    }
+    if (m->pinned)
+        pm__hooks.unpin(m->data);
+    pm__shm_free(m->data, m->bytes, -1);
+}
+
+pm__memory_t *pm__data_mirror(uint64_t handle, size_t bytes, uint64_t version, const pm__holders_t *away,
+                              int share)
 {
     pthread_mutex_lock(&mirrors_lock);
     pm__mirror_t *mr = find_mirror_locked(handle);
     if (mr == NULL) {
+        bool shared;
         mr = calloc(1, sizeof *mr);
-        void *data = pm__big_calloc(bytes);
-        if (mr == NULL || data == NULL) {
+        void *data = mr != NULL ? mirror_bytes(share, bytes, &shared) : NULL;
+        if (data == NULL) {
             free(mr);
-            pm__big_free(data, bytes);
             pthread_mutex_unlock(&mirrors_lock);
             return NULL;
         }
-        mr->mem = (pm__memory_t){.handle = handle, .data = data, .bytes = bytes, .version = version};
+        mr->mem = (pm__memory_t){.handle = handle, .data = data, .bytes = bytes, .version = version,
+                                 .shared = shared, .shm_fd = -1};
         mr->c = (pm__copy_t){.handle = handle, .bytes = bytes, .version = version, .place = PM__PLACE_HOST};
         pthread_mutex_init(&mr->lock, NULL);
+        pin_in_background(mr);
         mr->next = mirrors;
         mirrors = mr;
     }
@@ -128,7 +183,7 @@ static void mirror_free(pm__mirror_t *mr)
     free(mr->rows);
     free(mr->inflight.r);
     pm__holders_free(&mr->away);
-    pm__big_free(mr->mem.data, mr->mem.bytes);
+    mirror_bytes_free(mr);
     free(mr);
 }
 
@@ -262,6 +317,7 @@ void pm__data_home_wrote(pm__task_t *t, uint64_t chunk)
 void pm__data_put_away(pm__wbuf_t *b, pm__memory_t *m)
 {
     struct pm__place *p = m->place;
+    pm__wbuf_i32(b, m->shared ? m->shm_fd : -1);
     if (p == NULL) {
         pm__wbuf_u64(b, 0);
         return;
@@ -276,8 +332,9 @@ void pm__data_put_away(pm__wbuf_t *b, pm__memory_t *m)
     pthread_mutex_unlock(&p->lock);
 }
 
-int pm__data_get_away(pm__rbuf_t *m, uint64_t bytes, pm__holders_t *away)
+int pm__data_get_away(pm__rbuf_t *m, uint64_t bytes, pm__holders_t *away, int *share)
 {
+    *share = pm__rbuf_i32(m);
     uint64_t n = pm__rbuf_u64(m), prev = 0;
     away->n = 0;
     for (uint64_t i = 0; i < n && !m->bad; i++) {
@@ -682,8 +739,9 @@ static int missing_reads(pm__task_t *t, uint64_t chunk, recs_t *by, bool *wait)
     int rc = 0;
     for (uint32_t i = 0; i < cs->n && rc == 0; i++) {
         const pm__sub_t *r = &cs->recs[i];
-        if (!(r->access & PM_READ) || (!t->remote && t->mems[r->mem]->place == NULL))
-            continue;
+        if (!(r->access & PM_READ) || (!t->remote && t->mems[r->mem]->place == NULL) ||
+            (t->remote && t->mems[r->mem]->shared))
+            continue; /* a shared mirror holds host 0's bytes themselves */
         if (r->count == 1)
             rc = pm__acc_cover(&want[r->mem], r->offset, r->offset + r->block);
         else
@@ -1456,7 +1514,7 @@ static bool push_ranges(const pm__task_t *t, uint64_t lo, uint64_t hi, pm__acc_t
 {
     bool away[PM_MAX_TASK_MEMORIES];
     for (int m = 0; m < t->desc.nmem; m++)
-        away[m] = !(t->desc.mem[m].access & PM_READ) || pm__data_is_away(t->mems[m]);
+        away[m] = !(t->desc.mem[m].access & PM_READ) || t->mems[m]->shared || pm__data_is_away(t->mems[m]);
     for (uint64_t c = lo; c < hi; c++) {
         const pm__chunk_subs_t *cs = &t->chunk_subs[c];
         for (uint32_t i = 0; i < cs->n; i++) {
@@ -1551,6 +1609,8 @@ int pm__data_take_push(pm__rbuf_t *m, pm__task_t *t)
         if (at == NULL)
             return PM_EINVAL;
         pm__mirror_t *mr = mirror_of(t->mems[mem]);
+        if (mr->mem.shared)
+            return PM_EINVAL; /* host 0 never pushes these: they are its own bytes */
         pthread_mutex_lock(&mr->lock);
         push_in(mr, lo, hi, at);
         pthread_mutex_unlock(&mr->lock);
@@ -1722,8 +1782,9 @@ int pm__data_put_writes(pm__wbuf_t *b, pm__task_t *t, uint64_t chunk, pm__seg_t 
         const pm__chunk_subs_t *cs = &t->chunk_subs[chunk];
         for (uint32_t i = 0; i < cs->n; i++) {
             const pm__sub_t *r = &cs->recs[i];
-            if (!(r->access & PM_WRITE) || t->desc.mem[r->mem].reduce != PM_REDUCE_NONE)
-                continue;
+            if (!(r->access & PM_WRITE) || t->desc.mem[r->mem].reduce != PM_REDUCE_NONE ||
+                t->mems[r->mem]->shared)
+                continue; /* a shared mirror's writes are home already */
             /* A lazy memory's written ranges stay here: where they are goes
              * home, for the directory, and the bytes too where host 0's
              * chunks read them. */
@@ -1951,6 +2012,8 @@ void pm__data_init(void)
     pm__hooks.wrote_home = home_range;
     pm__hooks.released = pm__rt.nhosts > 1 ? released : NULL;
     pm__hooks.freed = place_free;
+    pm__hooks.shared_alloc = pm__shm_create;
+    pm__hooks.shared_free = pm__shm_free;
 }
 
 void pm__data_fini(void)

@@ -21,12 +21,14 @@ void pm__data_init(void);
 void pm__data_fini(void);
 
 /* Other hosts: the mirror of a memory at `version`, valid where host 0's
- * directory `away` says this host holds it (which also names the holders). */
+ * directory `away` says this host holds it (which also names the holders);
+ * share >= 0: host 0's memory file, which a new mirror maps (comm/shm.c). */
 pm__memory_t *pm__data_mirror(uint64_t handle, size_t bytes, uint64_t version,
-                              const struct pm__holders *away);
-/* The directory of a memory in a task message, and back (checked). */
+                              const struct pm__holders *away, int share);
+/* The directory of a memory in a task message, with its file when shared,
+ * and back (checked). */
 void pm__data_put_away(pm__wbuf_t *b, pm__memory_t *m);
-int pm__data_get_away(pm__rbuf_t *m, uint64_t bytes, struct pm__holders *away);
+int pm__data_get_away(pm__rbuf_t *m, uint64_t bytes, struct pm__holders *away, int *share);
 /* Host 0 forgets who asked for a memory's ranges (handle; 0: all). */
 void pm__data_relay_forget(uint64_t handle);
 /* Small inputs of host h's share ride in its task message. */

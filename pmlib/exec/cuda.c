@@ -886,3 +886,51 @@ void pm__cuda_host_free(void *p)
         PM__CUDA(PM__LOG_WARN, cudaFreeHost(p));
 }
 
+/* Registering host memory needs a current GPU. It runs on a thread of its
+ * own, current on the first GPU this process drives: the calling thread's
+ * current GPU stays as it was, and no context is made on a GPU that
+ * another host of the machine drives (GPU 0, a fresh thread's default). */
+typedef struct pin_job {
+    void *p;
+    size_t bytes;
+    bool pin;
+    int rc;
+} pin_job_t;
+
+static void *pin_main(void *arg)
+{
+    pin_job_t *j = arg;
+    for (int i = 0; i < pm__rt.nstubs; i++)
+        if (pm__rt.stubs[i].ops->kind == PM_DEVICE_GPU) {
+            j->rc = PM__CUDA(QUIET, cudaSetDevice(pm__rt.stubs[i].device_index));
+            break;
+        }
+    if (j->rc == 0 && j->pin)
+        j->rc = PM__CUDA(QUIET, cudaHostRegister(j->p, j->bytes ? j->bytes : 1,
+                                                 cudaHostRegisterPortable | cudaHostRegisterMapped));
+    else if (j->rc == 0)
+        j->rc = PM__CUDA(PM__LOG_WARN, cudaHostUnregister(j->p));
+    return NULL;
+}
+
+static int pin_job(void *p, size_t bytes, bool pin)
+{
+    pin_job_t j = {p, bytes, pin, 0};
+    pthread_t th;
+    if (pthread_create(&th, NULL, pin_main, &j) != 0)
+        return PM_ENOMEM;
+    pthread_join(th, NULL);
+    return j.rc;
+}
+
+int pm__cuda_host_pin(void *p, size_t bytes)
+{
+    return pin_job(p, bytes, true);
+}
+
+void pm__cuda_host_unpin(void *p)
+{
+    if (p != NULL)
+        (void)pin_job(p, 0, false);
+}
+

@@ -73,6 +73,9 @@ void pm__cuda_run_chunks(pm__stub_t *s, pm__task_t *t, uint64_t chunk, pm__chunk
 /* Page-locked host memory (DMA at full speed, no staging); NULL on failure. */
 void *pm__cuda_host_alloc(size_t bytes);
 void pm__cuda_host_free(void *p);
+/* Page-locks memory made elsewhere (a shared memory's file), and undoes it. */
+int pm__cuda_host_pin(void *p, size_t bytes);
+void pm__cuda_host_unpin(void *p);
 
 #else /* !PMLIB_HAVE_CUDA */
 

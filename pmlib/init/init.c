@@ -54,6 +54,8 @@ static void set_hooks(void)
 #if PMLIB_HAVE_CUDA
     pm__hooks.pinned_alloc = pm__cuda_host_alloc;
     pm__hooks.pinned_free = pm__cuda_host_free;
+    pm__hooks.pin = pm__cuda_host_pin;
+    pm__hooks.unpin = pm__cuda_host_unpin;
 #endif
     pm__data_init();
     pm__proto_init();

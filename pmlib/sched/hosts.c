@@ -266,10 +266,12 @@ static int chunk_sets(const pm__task_t *t, uint64_t c, pm__acc_t *rd, pm__acc_t 
     int rc = 0;
     for (uint32_t i = 0; cs->recs != NULL && i < cs->n && rc == 0; i++) {
         const pm__sub_t *r = &cs->recs[i];
-        if (r->access & PM_READ)
+        /* A shared memory's bytes do not move: the other hosts map them. */
+        bool shared = t->mems[r->mem] != NULL && t->mems[r->mem]->shared;
+        if ((r->access & PM_READ) && !shared)
             rc = pm__acc_apply_rows(&rd[r->mem], r->offset, r->block, r->stride, r->count, true);
         /* What a lazy memory's chunk writes stays where it ran (data/data.c). */
-        bool stays = t->mems[r->mem] != NULL && t->mems[r->mem]->lazy &&
+        bool stays = t->mems[r->mem] != NULL && (t->mems[r->mem]->lazy || shared) &&
                      t->desc.mem[r->mem].reduce == PM_REDUCE_NONE;
         if (rc == 0 && (r->access & PM_WRITE) && !stays)
             rc = pm__acc_apply_rows(&wr[r->mem], r->offset, r->block, r->stride, r->count, true);

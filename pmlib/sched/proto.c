@@ -159,9 +159,10 @@ static int read_task(pm__rbuf_t *m, uint64_t *seq, char *name, pm_task_desc_t *d
         int32_t mode = pm__rbuf_i32(m);
         *lazy |= (uint32_t)(mode & 1) << i;
         *home |= (uint32_t)((mode & 3) == 3) << i; /* home only for a lazy memory */
-        rc = m->bad ? PM_EINVAL : pm__data_get_away(m, bytes, &away);
+        int share = -1;
+        rc = m->bad ? PM_EINVAL : pm__data_get_away(m, bytes, &away, &share);
         if (rc == 0) {
-            mems[i] = pm__data_mirror(handle, bytes, version, &away);
+            mems[i] = pm__data_mirror(handle, bytes, version, &away, share);
             if (mems[i] == NULL)
                 rc = PM_ENOMEM;
         }

@@ -9,7 +9,8 @@ MPI_TEST_WRAPPERS = tests/mpi/np1.sh tests/mpi/np2.sh tests/mpi/np3.sh \
 	tests/mpi/transfer.sh tests/mpi/prefetch.sh tests/mpi/fault-transfer.sh \
 	tests/mpi/misuse.sh tests/mpi/fault-recovery.sh \
 	tests/mpi/dependencies.sh tests/mpi/finegrain.sh tests/mpi/idle.sh \
-	tests/mpi/lazy.sh tests/mpi/straggler.sh tests/mpi/pieces.sh tests/mpi/fault-lazy.sh
+	tests/mpi/lazy.sh tests/mpi/straggler.sh tests/mpi/pieces.sh tests/mpi/fault-lazy.sh \
+	tests/mpi/shared.sh
 EXTRA_DIST += $(MPI_TEST_WRAPPERS) tests/mpi/mpi-common.sh
 
 if PM_TESTS
@@ -17,7 +18,7 @@ check_PROGRAMS += tests/mpi/test_mpi tests/mpi/fault_callback \
 	tests/mpi/fault_missing tests/mpi/fault_kill tests/mpi/multi_assign \
 	tests/mpi/transfer tests/mpi/prefetch tests/mpi/fault_transfer tests/mpi/misuse \
 	tests/mpi/dependencies tests/mpi/finegrain tests/mpi/idle tests/mpi/lazy \
-	tests/mpi/straggler tests/mpi/pieces tests/mpi/fault_lazy
+	tests/mpi/straggler tests/mpi/pieces tests/mpi/fault_lazy tests/mpi/shared
 TESTS += $(MPI_TEST_WRAPPERS)
 AM_TESTS_ENVIRONMENT += MPIEXEC='$(MPIEXEC)'; export MPIEXEC;
 
@@ -38,6 +39,8 @@ tests_mpi_multi_assign_SOURCES = tests/mpi/multi_assign.c
 tests_mpi_multi_assign_LDADD = pmlib/libpmlib.la
 tests_mpi_transfer_SOURCES = tests/mpi/transfer.c tests/mpi/mpitest.h
 tests_mpi_transfer_LDADD = pmlib/libpmlib.la
+tests_mpi_shared_SOURCES = tests/mpi/shared.c tests/mpi/mpitest.h
+tests_mpi_shared_LDADD = pmlib/libpmlib.la
 tests_mpi_prefetch_SOURCES = tests/mpi/prefetch.c tests/mpi/mpitest.h
 tests_mpi_prefetch_LDADD = pmlib/libpmlib.la
 tests_mpi_fault_transfer_SOURCES = tests/mpi/fault_transfer.c

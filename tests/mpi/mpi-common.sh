@@ -6,6 +6,11 @@ MPIEXEC=${MPIEXEC:-mpiexec}
 OMPI_ALLOW_RUN_AS_ROOT=1
 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_ALLOW_RUN_AS_ROOT OMPI_ALLOW_RUN_AS_ROOT_CONFIRM
+# The suites check what crosses between the hosts, so by default their
+# memories do cross: the ranks of one machine would otherwise share them in
+# place. shared.sh runs them with PMLIB_SHM=1.
+PMLIB_SHM=${PMLIB_SHM:-0}
+export PMLIB_SHM
 
 # mpi_run SECONDS N PROGRAM [ARGS...]: one job under a time limit, so that a
 # hang fails the test (status 124) instead of blocking `make check`.

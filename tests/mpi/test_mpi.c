@@ -54,6 +54,16 @@ static int multi_host(void)
     return pm_host_count() > 1;
 }
 
+/* Whether memories cross between the hosts as bytes: several hosts and
+ * PMLIB_SHM=0 (tests/mpi/mpi-common.sh sets it unless told otherwise).
+ * Otherwise the hosts of this machine share large memories in place and
+ * the byte counts below do not apply (tests/mpi/shared.c checks those). */
+static int wire_moves(void)
+{
+    const char *v = getenv("PMLIB_SHM");
+    return multi_host() && v != NULL && strcmp(v, "0") == 0;
+}
+
 /* ------------------------------------------------------------------------ */
 /* (a) slices by formula + int64 sum reduce                                 */
 /* ------------------------------------------------------------------------ */
@@ -404,11 +414,12 @@ START_TEST(test_cache_by_version)
            (unsigned long long)st1.subtasks_remote,
            (unsigned long long)st2.subtasks_remote,
            (unsigned long long)st3.subtasks_remote);
-    if (multi_host()) {
+    if (multi_host())
+        ck_assert_uint_gt(st1.subtasks_remote, 0);
+    if (wire_moves()) {
         /* Each other host holds a share and fetches the input once. */
         uint64_t min_in = (hosts - 1) * CA_IN_BYTES;
 
-        ck_assert_uint_gt(st1.subtasks_remote, 0);
         ck_assert_uint_ge(st1.bytes_moved,
                           st1.subtasks_remote * CA_SLICE + min_in);
         ck_assert_uint_eq(st2.subtasks_remote, st1.subtasks_remote);
@@ -420,7 +431,7 @@ START_TEST(test_cache_by_version)
                       (unsigned long long)(st2.subtasks_remote * CA_SLICE));
         ck_assert_uint_ge(st3.bytes_moved,
                           st3.subtasks_remote * CA_SLICE + min_in);
-    } else {
+    } else if (!multi_host()) {
         ck_assert_uint_eq(st1.bytes_moved + st2.bytes_moved + st3.bytes_moved, 0);
     }
     ck_assert_int_eq(pm_memory_release(a), PM_OK);
@@ -515,8 +526,9 @@ static void co_run(enum co_data kind, unsigned flags, pm_task_stats_t *st)
            flags, (unsigned long long)st->bytes_moved,
            (unsigned long long)st->bytes_sent,
            (unsigned long long)st->subtasks_remote);
-    if (multi_host()) {
+    if (multi_host())
         ck_assert_uint_gt(st->subtasks_remote, 0);
+    if (wire_moves()) {
         ck_assert_uint_ge(st->bytes_moved,
                           (uint64_t)(pm_host_count() - 1) * CO_IN_BYTES);
     }
@@ -529,13 +541,13 @@ START_TEST(test_compress_pattern)
     pm_task_stats_t st;
 
     co_run(CO_PATTERN, PM_TASK_COMPRESS, &st);
-    if (multi_host())
+    if (wire_moves())
         ck_assert_msg(st.bytes_sent < st.bytes_moved / 4,
                       "PM_TASK_COMPRESS: sent %llu of %llu bytes",
                       (unsigned long long)st.bytes_sent,
                       (unsigned long long)st.bytes_moved);
     co_run(CO_PATTERN, PM_TASK_COMPRESS_AUTO, &st);
-    if (multi_host())
+    if (wire_moves())
         ck_assert_msg(st.bytes_sent < st.bytes_moved / 4,
                       "PM_TASK_COMPRESS_AUTO: sent %llu of %llu bytes",
                       (unsigned long long)st.bytes_sent,
