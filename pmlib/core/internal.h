@@ -621,6 +621,7 @@ typedef struct pm__hooks {
     int (*set_lazy)(pm__memory_t *m, bool lazy);
     void (*touched)(pm__memory_t *m);    /* the program wrote m: its bytes are current */
     void (*wrote_home)(pm__memory_t *m, uint64_t lo, uint64_t hi); /* host 0 wrote [lo, hi) */
+    void (*created)(pm__memory_t *m);    /* m is new (no lock held; NULL: nothing to do) */
     void (*released)(pm__memory_t *m);   /* m's handle is gone (runtime lock held) */
     void (*freed)(pm__memory_t *m);      /* m's bytes go next (no lock held) */
     /* Host 0, several hosts: a submitted task gets its first shares of

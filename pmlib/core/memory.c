@@ -106,6 +106,8 @@ int pm_memory_create(size_t bytes, pm_memory_t *memory)
         return PM__FAIL(PM_ENOMEM, "pm_memory_create: out of memory for handles");
     }
     memory->id = m->handle;
+    if (pm__hooks.created != NULL)
+        pm__hooks.created(m);
     return 0;
 }
 

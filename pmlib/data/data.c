@@ -21,7 +21,10 @@
  * directory says this host holds, so unchanged inputs are never sent
  * twice. Payloads are
  * zlib-compressed when the task asks for it, or, in automatic mode, when a
- * sample shrinks.
+ * sample shrinks. When every host runs on one machine, the mirror of a
+ * large memory is host 0's memory file mapped here (comm/shm.c): it holds
+ * host 0's bytes themselves, so nothing of it is fetched, pushed or sent
+ * home.
  */
 #include "data/data.h"
 #include "data/copies.h"
@@ -159,6 +162,8 @@ pm__memory_t *pm__data_mirror(uint64_t handle, size_t bytes, uint64_t version, c
         pin_in_background(mr);
         mr->next = mirrors;
         mirrors = mr;
+    } else if (!mr->pinning) {
+        pin_in_background(mr); /* made before the GPUs were set up */
     }
     pthread_mutex_unlock(&mirrors_lock);
     pthread_mutex_lock(&mr->lock);
@@ -201,6 +206,34 @@ static void on_mem_release(int src, pm__rbuf_t *m)
     pthread_mutex_unlock(&mirrors_lock);
     if (mr != NULL)
         mirror_free(mr);
+}
+
+/* Host 0: a shared memory is new; the other hosts map it now, and lock it
+ * for their GPUs, as host 0 did, rather than during their first task of it
+ * (a task message comes after this one: messages keep their order). */
+static void created(pm__memory_t *m)
+{
+    if (!m->shared)
+        return;
+    for (int h = 1; h < pm__rt.nhosts; h++) {
+        pm__wbuf_t b = {0};
+        pm__wbuf_u64(&b, m->handle);
+        pm__wbuf_u64(&b, m->bytes);
+        pm__wbuf_u64(&b, m->version);
+        pm__wbuf_i32(&b, m->shm_fd);
+        pm__comm_send(h, PM__TAG_MEM_CREATED, &b);
+    }
+}
+
+static void on_mem_created(int src, pm__rbuf_t *m)
+{
+    (void)src;
+    uint64_t handle = pm__rbuf_u64(m), bytes = pm__rbuf_u64(m), version = pm__rbuf_u64(m);
+    int32_t fd = pm__rbuf_i32(m);
+    pm__holders_t none = {0};
+    if (!m->bad && bytes > 0 && pm__data_mirror(handle, bytes, version, &none, fd) == NULL)
+        pm__debug("memory %#llx: no mirror yet (out of memory); its first task makes one",
+                  (unsigned long long)handle);
 }
 
 static void free_mirrors(void)
@@ -2004,6 +2037,7 @@ void pm__data_init(void)
     pm__comm_handle(PM__TAG_DATA_REQ, on_req);
     pm__comm_handle(PM__TAG_DATA_REPLY, on_reply);
     pm__comm_handle(PM__TAG_MEM_RELEASE, on_mem_release);
+    pm__comm_handle(PM__TAG_MEM_CREATED, on_mem_created);
     pm__comm_on_host_lost(host_lost);
     pm__hooks.away = pm__data_is_away;
     pm__hooks.gather = gather;
@@ -2011,6 +2045,7 @@ void pm__data_init(void)
     pm__hooks.touched = forget_away;
     pm__hooks.wrote_home = home_range;
     pm__hooks.released = pm__rt.nhosts > 1 ? released : NULL;
+    pm__hooks.created = pm__rt.nhosts > 1 ? created : NULL;
     pm__hooks.freed = place_free;
     pm__hooks.shared_alloc = pm__shm_create;
     pm__hooks.shared_free = pm__shm_free;

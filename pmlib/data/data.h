@@ -10,7 +10,7 @@
 #include "comm/comm.h"
 
 /* Its messages (the transport's tags for the layers above it). */
-enum { PM__TAG_DATA_REQ = PM__TAG_USER, PM__TAG_DATA_REPLY, PM__TAG_MEM_RELEASE };
+enum { PM__TAG_DATA_REQ = PM__TAG_USER, PM__TAG_DATA_REPLY, PM__TAG_MEM_RELEASE, PM__TAG_MEM_CREATED };
 
 struct pm__accset;
 struct pm__holders;
