@@ -93,6 +93,14 @@ typedef struct pm__bulk_out {
     struct pm__bulk_out *ack_next; /* B.acks */
 } pm__bulk_out_t;
 
+/* Walks the stream bytes [lo, lo + n) of the segments, piece by piece. */
+typedef struct walk {
+    const pm__seg_t *segs;
+    int nseg, i;
+    uint64_t off; /* within segs[i] */
+    uint64_t left;
+} walk_t;
+
 typedef struct pm__bulk_in {
     struct pm__bulk_in *next;
     int src, tag, mode;
@@ -118,6 +126,7 @@ typedef struct pm__bulk_in {
     uint64_t cma_at;      /* cma: stream bytes copied so far */
     uint32_t remote_at;   /* cma: the remote piece cma_at lies in ... */
     uint64_t remote_off;  /* ... and where in it */
+    walk_t local;         /* cma: cma_at in the segments (left unused) */
 } pm__bulk_in_t;
 
 static struct {
@@ -176,14 +185,6 @@ static void frag_range(const uint64_t *offs, uint64_t frag, uint64_t bytes, uint
     *lo = (uint64_t)k * frag;
     *n = bytes - *lo < frag ? bytes - *lo : frag;
 }
-
-/* Walks the stream bytes [lo, lo + n) of the segments, piece by piece. */
-typedef struct walk {
-    const pm__seg_t *segs;
-    int nseg, i;
-    uint64_t off; /* within segs[i] */
-    uint64_t left;
-} walk_t;
 
 static walk_t walk_at(const pm__seg_t *segs, int nseg, uint64_t lo, uint64_t n)
 {
@@ -784,7 +785,10 @@ static void cma_step(pm__bulk_in_t *bi)
             off = 0;
         }
     }
-    walk_t w = walk_at(bi->segs, bi->nseg, bi->cma_at, rsum);
+    /* From where the last step ended, on both sides: walking from the
+     * start at every step made a payload of many pieces quadratic. */
+    walk_t w = bi->local;
+    w.left = rsum;
     unsigned char *p;
     uint64_t n;
     while (nl < PM__CMA_IOV && walk_next(&w, &p, &n)) {
@@ -810,6 +814,9 @@ static void cma_step(pm__bulk_in_t *bi)
         bi->status = PM_EMPI;
     } else {
         bi->cma_at += (uint64_t)got;
+        bi->local.left = (uint64_t)got;
+        while (walk_next(&bi->local, &p, &n))
+            ;
         for (uint64_t left = (uint64_t)got; left > 0;) {
             uint64_t rest = bi->remote[bi->remote_at].iov_len - bi->remote_off;
             uint64_t take = rest < left ? rest : left;
@@ -891,6 +898,7 @@ void pm__comm_recv_bulk(pm__rbuf_t *m, const pm__seg_t *segs, int nseg, pm__bulk
             MPI_Abort(MPI_COMM_WORLD, 1);
         }
         bi->nseg = nseg;
+        bi->local = walk_at(bi->segs, nseg, 0, 0);
         bi->next = B.in;
         B.in = bi;
         return;
