@@ -32,8 +32,11 @@ static void *create(size_t bytes, int *fd)
     *fd = memfd_create("pmlib-memory", MFD_CLOEXEC);
     if (*fd < 0)
         return NULL;
+    /* The pages are taken now, as zeroing private memory took them: a file
+     * page the system cannot give later would stop a subtask that touches
+     * it with SIGBUS, where now the memory is made private instead. */
     void *p = MAP_FAILED;
-    if (ftruncate(*fd, (off_t)(bytes ? bytes : 1)) == 0)
+    if (fallocate(*fd, 0, 0, (off_t)(bytes ? bytes : 1)) == 0)
         p = mmap(NULL, bytes ? bytes : 1, PROT_READ | PROT_WRITE, MAP_SHARED, *fd, 0);
     if (p == MAP_FAILED) {
         close(*fd);
