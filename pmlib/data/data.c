@@ -118,9 +118,10 @@ static void *pin_mirror(void *arg)
 
 /* A shared mirror is page-locked as host 0's memories are, so that the
  * GPUs here copy it without staging. Locking takes long (200 ms for the 64
- * MB of nbody's 2^20 bodies on an H100 host), so it runs beside the task:
- * the GPUs stage their copies until it is done (exec/cuda.c asks CUDA,
- * chunk by chunk, whether a buffer is locked). */
+ * MB of nbody's 2^20 bodies on an H100 host), so it runs on a thread of
+ * its own from when the mirror is made (host 0's memory_created message,
+ * else the first task naming it): the GPUs stage their copies until it is
+ * done (exec/cuda.c asks CUDA, chunk by chunk, whether a buffer is locked). */
 static void pin_in_background(pm__mirror_t *mr)
 {
     if (mr->mem.shared && pm__want_pinned())
