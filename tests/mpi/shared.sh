@@ -2,8 +2,8 @@
 # Memories shared in place by the hosts of one machine (PMLIB_SHM=1): the
 # shared program on 2 and 3 hosts (no byte of a large memory moves, every
 # result equals the serial one) and on 2 hosts over the wire (PMLIB_SHM=0,
-# the same results); then the MPI suite on 2 and 3 hosts and the prefetch
-# program on 2 hosts with their memories shared.
+# the same results); then the MPI suite on 2 and 3 hosts, the prefetch
+# program on 2 hosts and the lazy one on 3 with their memories shared.
 . "$(dirname "$0")/mpi-common.sh"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
@@ -23,4 +23,6 @@ for n in 2 3; do
 done
 echo "prefetch on 2 hosts, memories shared (limit 120 s)"
 mpi_expect_ok "prefetch: " 120 2 PREFETCH-OK "$top_builddir/tests/mpi/prefetch"
+echo "lazy on 3 hosts, memories shared (limit 120 s)"
+mpi_expect_ok "lazy: " 120 3 LAZY-OK "$top_builddir/tests/mpi/lazy"
 echo "PASS"
