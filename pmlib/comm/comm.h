@@ -109,12 +109,11 @@ void pm__comm_on_host_lost(void (*fn)(int dead));
  * Memories shared in place (comm/shm.c): when every host runs on this
  * machine and a probe at start-up found that each may map a file host 0
  * made, host 0 may keep a memory's bytes in a memory file and the other
- * hosts map it as their mirror. pm__shm_on: memories are shared in this
- * job. Host 0: pm__shm_create makes and maps one (NULL when it cannot;
+ * hosts map it as their mirror. Host 0: pm__shm_create makes and maps one
+ * (NULL when it cannot, or when memories are not shared in this job;
  * *fd then -1). Other hosts: pm__shm_map maps host 0's file fd (NULL when
  * it cannot). pm__shm_free unmaps and closes fd (-1: none).
  */
-bool pm__shm_on(void);
 void *pm__shm_create(size_t bytes, int *fd);
 void *pm__shm_map(int fd, size_t bytes);
 void pm__shm_free(void *p, size_t bytes, int fd);

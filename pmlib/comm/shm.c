@@ -124,11 +124,6 @@ void pm__shm_probe(void)
     }
 }
 
-bool pm__shm_on(void)
-{
-    return S.on;
-}
-
 void *pm__shm_create(size_t bytes, int *fd)
 {
     *fd = -1;
