@@ -153,6 +153,9 @@ typedef struct pm__callbacks {
     uint32_t name_hash; /* pm__name_hash(name): compared before the names */
     pm_callbacks_t cb;
     struct pm__model *model; /* stable while registered; NULL: none */
+    /* The registered set itself (stable from registration to pm_finalize):
+     * a task's copy names its set by this pointer, not by its name. */
+    const struct pm__callbacks *set;
 } pm__callbacks_t;
 
 /* FNV-1a of a callback set's name. */
@@ -164,8 +167,8 @@ static inline uint32_t pm__name_hash(const char *name)
     return h;
 }
 
-/* Copies the set registered as `name` into *out; false if there is none. */
-bool pm__registry_get(const char *name, pm__callbacks_t *out);
+/* The set registered as `name` (stable until pm_finalize); NULL if none. */
+const pm__callbacks_t *pm__registry_get(const char *name);
 void pm__registry_clear(void);
 /* Whether any callback set registered so far has a cuda callback. */
 bool pm__registry_has_cuda(void);
@@ -312,6 +315,7 @@ typedef struct pm__task {
     pm__subs_set_t *subs_set;     /* when chunk_subs are shared with other tasks */
     uint32_t subs_room;           /* bytes of room per chunk after chunk_subs[nchunks] (0: none) */
     bool prepared;                /* subscriptions known and checked already */
+    bool subs_unkept;             /* found none to reuse, and its own will not be kept (core/subscribe.c) */
     atomic_uint_fast64_t prep_next, prep_done;
     /* run phase */
     const struct pm__sched_policy *policy;

@@ -5,10 +5,15 @@
 #include <string.h>
 
 /* The sets have a lock of their own, so that a submit looking up its
- * callbacks does not take the runtime lock that stubs use. */
+ * callbacks does not take the runtime lock that stubs use. Each set has a
+ * block of its own that stays where it is until pm_finalize, so a lookup
+ * may hand out its address; the set found last is remembered, and a
+ * program submitting tasks of one set finds it without the lock (a set
+ * never changes once registered). */
 static pthread_mutex_t sets_lock = PTHREAD_MUTEX_INITIALIZER;
-static pm__callbacks_t *sets;
+static pm__callbacks_t **sets;
 static int nsets, capsets;
+static _Atomic(const pm__callbacks_t *) last_found;
 static atomic_int with_cuda; /* sets registered with a cuda callback */
 
 bool pm__registry_has_cuda(void)
@@ -27,19 +32,22 @@ int pm_callbacks_init(pm_callbacks_t *cb)
 static const pm__callbacks_t *find_locked(const char *name)
 {
     for (int i = 0; i < nsets; i++)
-        if (strcmp(sets[i].name, name) == 0)
-            return &sets[i];
+        if (strcmp(sets[i]->name, name) == 0)
+            return sets[i];
     return NULL;
 }
 
-bool pm__registry_get(const char *name, pm__callbacks_t *out)
+const pm__callbacks_t *pm__registry_get(const char *name)
 {
+    const pm__callbacks_t *found = atomic_load_explicit(&last_found, memory_order_acquire);
+    if (found != NULL && strcmp(found->name, name) == 0)
+        return found;
     pthread_mutex_lock(&sets_lock);
-    const pm__callbacks_t *found = find_locked(name);
+    found = find_locked(name);
     if (found != NULL)
-        *out = *found;
+        atomic_store_explicit(&last_found, found, memory_order_release);
     pthread_mutex_unlock(&sets_lock);
-    return found != NULL;
+    return found;
 }
 
 int pm_callbacks_register(const char *name, const pm_callbacks_t *cb)
@@ -61,7 +69,7 @@ int pm_callbacks_register(const char *name, const pm_callbacks_t *cb)
     }
     if (nsets == capsets) {
         int cap = capsets ? capsets * 2 : 16;
-        pm__callbacks_t *n = realloc(sets, (size_t)cap * sizeof *n);
+        pm__callbacks_t **n = realloc(sets, (size_t)cap * sizeof *n);
         if (n == NULL) {
             rc = PM__FAIL(PM_ENOMEM, "out of memory registering callbacks '%s'", name);
             goto out_unlock;
@@ -69,16 +77,23 @@ int pm_callbacks_register(const char *name, const pm_callbacks_t *cb)
         sets = n;
         capsets = cap;
     }
-    /* Reads the set's model file, if any: registration is start-up time. */
-    sets[nsets].model = pm__hooks.model_create(name, pm__rt.stubs, pm__rt.nstubs);
-    if (sets[nsets].model == NULL) {
+    pm__callbacks_t *set = calloc(1, sizeof *set);
+    if (set == NULL) {
         rc = PM__FAIL(PM_ENOMEM, "out of memory registering callbacks '%s'", name);
         goto out_unlock;
     }
-    memcpy(sets[nsets].name, name, len + 1);
-    sets[nsets].name_hash = pm__name_hash(name);
-    sets[nsets].cb = *cb;
-    nsets++;
+    /* Reads the set's model file, if any: registration is start-up time. */
+    set->model = pm__hooks.model_create(name, pm__rt.stubs, pm__rt.nstubs);
+    if (set->model == NULL) {
+        free(set);
+        rc = PM__FAIL(PM_ENOMEM, "out of memory registering callbacks '%s'", name);
+        goto out_unlock;
+    }
+    memcpy(set->name, name, len + 1);
+    set->name_hash = pm__name_hash(name);
+    set->cb = *cb;
+    set->set = set;
+    sets[nsets++] = set;
     if (cb->cuda != NULL)
         atomic_fetch_add_explicit(&with_cuda, 1, memory_order_relaxed);
 out_unlock:
@@ -92,8 +107,11 @@ void pm__registry_clear(void)
 {
     /* At pm_finalize, after the stubs stopped: each model writes its file. */
     pthread_mutex_lock(&sets_lock);
-    for (int i = 0; i < nsets; i++)
-        pm__hooks.model_destroy(sets[i].model);
+    atomic_store_explicit(&last_found, NULL, memory_order_relaxed);
+    for (int i = 0; i < nsets; i++) {
+        pm__hooks.model_destroy(sets[i]->model);
+        free(sets[i]);
+    }
     free(sets);
     sets = NULL;
     nsets = capsets = 0;

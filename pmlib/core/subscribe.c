@@ -447,8 +447,7 @@ struct pm__subs_set {
 #define PM__SUBS_RETRY 64
 
 typedef struct subs_key {
-    char name[PM__NAME_MAX];
-    uint32_t name_hash;
+    const pm__callbacks_t *set; /* the callback set (registry.c) */
     uint64_t subtasks, grain;
     int nmem;
     size_t bytes[PM_MAX_TASK_MEMORIES];
@@ -469,9 +468,8 @@ static struct {
 
 static bool key_matches(const subs_key_t *k, const pm__task_t *t)
 {
-    if (k->subtasks != t->desc.subtasks || k->grain != t->grain || k->nmem != t->desc.nmem ||
-        k->conf_bytes != t->desc.conf_bytes || k->name_hash != t->cbs.name_hash ||
-        strcmp(k->name, t->cbs.name) != 0)
+    if (k->set != t->cbs.set || k->subtasks != t->desc.subtasks || k->grain != t->grain ||
+        k->nmem != t->desc.nmem || k->conf_bytes != t->desc.conf_bytes)
         return false;
     for (int m = 0; m < k->nmem; m++)
         if (k->bytes[m] != t->mems[m]->bytes || k->access[m] != (int)t->desc.mem[m].access ||
@@ -496,42 +494,20 @@ static bool cacheable(const pm__task_t *t)
            !(t->desc.flags & PM_TASK_FRESH_SUBSCRIPTIONS);
 }
 
-bool pm__subs_reuse(pm__task_t *t)
-{
-    if (!cacheable(t))
-        return false;
-    pm__subs_set_t *hit = NULL;
-    pthread_mutex_lock(&SC.lock);
-    for (int i = 0; i < PM__SUBS_CACHE && hit == NULL; i++)
-        if (SC.set[i] != NULL && key_matches(&SC.key[i], t)) {
-            hit = SC.set[i];
-            atomic_fetch_add(&hit->refs, 1);
-            SC.used[i] = ++SC.clock;
-            SC.hits[i]++;
-        }
-    pthread_mutex_unlock(&SC.lock);
-    if (hit == NULL)
-        return false;
-    pm__subs_table_free(t->chunk_subs); /* empty: nothing subscribed yet */
-    t->chunk_subs = hit->chunks;
-    t->subs_set = hit;
-    return true;
-}
-
-/* Where a new set of callbacks `name` would go (lock held). */
+/* Where a new set of callback set `cb` would go (lock held). */
 typedef struct {
     int slot;       /* the oldest of its own once it has PM__SUBS_PER_CALLBACKS, else an empty or the oldest entry */
     int newest;     /* its own newest entry, -1: none */
     uint32_t barren; /* its entries kept in a row that no task reused, the new one included */
 } victim_t;
 
-static victim_t victim_locked(const char *name, uint32_t hash)
+static victim_t victim_locked(const pm__callbacks_t *cb)
 {
     int slot = 0, own = -1, nown = 0, newest = -1;
     bool reused = false;
     uint32_t barren = 0;
     for (int i = 0; i < PM__SUBS_CACHE; i++) {
-        if (SC.set[i] != NULL && SC.key[i].name_hash == hash && strcmp(SC.key[i].name, name) == 0) {
+        if (SC.set[i] != NULL && SC.key[i].set == cb) {
             nown++;
             if (own < 0 || SC.used[i] < SC.used[own])
                 own = i;
@@ -552,20 +528,41 @@ static victim_t victim_locked(const char *name, uint32_t hash)
  * (lock held; its newest entry counts the tasks that kept nothing). */
 static bool worth_keeping_locked(const pm__task_t *t)
 {
-    victim_t v = victim_locked(t->cbs.name, t->cbs.name_hash);
+    victim_t v = victim_locked(t->cbs.set);
     if (v.barren <= PM__SUBS_BARREN)
         return true;
     return ++SC.skipped[v.newest] % PM__SUBS_RETRY == 0;
 }
 
+/* A task that finds no set to reuse learns under the same lock whether
+ * its own will be kept, so that pm__subs_keep need not take it again. */
+bool pm__subs_reuse(pm__task_t *t)
+{
+    if (!cacheable(t))
+        return false;
+    pm__subs_set_t *hit = NULL;
+    pthread_mutex_lock(&SC.lock);
+    for (int i = 0; i < PM__SUBS_CACHE && hit == NULL; i++)
+        if (SC.set[i] != NULL && key_matches(&SC.key[i], t)) {
+            hit = SC.set[i];
+            atomic_fetch_add(&hit->refs, 1);
+            SC.used[i] = ++SC.clock;
+            SC.hits[i]++;
+        }
+    if (hit == NULL)
+        t->subs_unkept = !worth_keeping_locked(t);
+    pthread_mutex_unlock(&SC.lock);
+    if (hit == NULL)
+        return false;
+    pm__subs_table_free(t->chunk_subs); /* empty: nothing subscribed yet */
+    t->chunk_subs = hit->chunks;
+    t->subs_set = hit;
+    return true;
+}
+
 void pm__subs_keep(pm__task_t *t)
 {
-    if (!cacheable(t) || t->subs_set != NULL || t->status != 0)
-        return;
-    pthread_mutex_lock(&SC.lock);
-    bool worth = worth_keeping_locked(t);
-    pthread_mutex_unlock(&SC.lock);
-    if (!worth)
+    if (!cacheable(t) || t->subs_set != NULL || t->status != 0 || t->subs_unkept)
         return;
     pm__subs_set_t *set = malloc(sizeof *set);
     unsigned char *conf = t->desc.conf_bytes ? malloc(t->desc.conf_bytes) : NULL;
@@ -578,10 +575,8 @@ void pm__subs_keep(pm__task_t *t)
     set->nchunks = t->nchunks;
     set->chunks = t->chunk_subs;
     t->subs_set = set;
-    subs_key_t k = {.subtasks = t->desc.subtasks, .grain = t->grain, .nmem = t->desc.nmem,
+    subs_key_t k = {.set = t->cbs.set, .subtasks = t->desc.subtasks, .grain = t->grain, .nmem = t->desc.nmem,
                     .conf_bytes = t->desc.conf_bytes, .conf = conf};
-    memcpy(k.name, t->cbs.name, sizeof k.name);
-    k.name_hash = t->cbs.name_hash;
     for (int m = 0; m < k.nmem; m++) {
         k.bytes[m] = t->mems[m]->bytes;
         k.access[m] = (int)t->desc.mem[m].access;
@@ -590,7 +585,7 @@ void pm__subs_keep(pm__task_t *t)
     if (conf != NULL)
         memcpy(conf, t->conf, k.conf_bytes);
     pthread_mutex_lock(&SC.lock);
-    victim_t v = victim_locked(k.name, k.name_hash);
+    victim_t v = victim_locked(k.set);
     int slot = v.slot;
     pm__subs_set_t *old = SC.set[slot];
     unsigned char *old_conf = SC.key[slot].conf;

@@ -86,13 +86,14 @@ int pm_task_desc_reduce(pm_task_desc_t *desc, int index, pm_reduce_op_t op, pm_t
 
 /* ---- checks at submit -------------------------------------------------- */
 
-static int check_desc(const pm_task_desc_t *d, pm__callbacks_t *cbs)
+static int check_desc(const pm_task_desc_t *d, const pm__callbacks_t **set)
 {
+    const pm__callbacks_t *cbs;
     if (d == NULL)
         return PM__FAIL(PM_EINVAL, "pm_task_submit: desc is NULL; fill one with pm_task_desc_init");
     if (d->callbacks == NULL)
         return PM__FAIL(PM_EINVAL, "pm_task_submit: desc->callbacks is NULL; set it to a name given to pm_callbacks_register");
-    if (!pm__registry_get(d->callbacks, cbs))
+    if ((*set = cbs = pm__registry_get(d->callbacks)) == NULL)
         return PM__FAIL(PM_ENOCALLBACK, "pm_task_submit: no callbacks named '%.64s' on host %d; "
                         "call pm_callbacks_register on every host before submitting", d->callbacks, pm__rt.host);
     if (d->subtasks == 0)
@@ -191,6 +192,8 @@ double pm__host_weight(pm__task_t *t, int h)
 
 static int check_devices(pm__task_t *t)
 {
+    if (t->run_kinds != 0) /* a stub of this host may run it */
+        return 0;
     for (int h = 0; h < pm__rt.nhosts; h++)
         if (pm__host_weight(t, h) > 0)
             return 0;
@@ -1095,12 +1098,12 @@ int pm_task_submit(const pm_task_desc_t *desc, pm_task_t *task)
     if (task == NULL)
         return PM__FAIL(PM_EINVAL, "pm_task_submit: task is NULL; pass the address of a pm_task_t");
     *task = PM_TASK_NULL;
-    pm__callbacks_t cbcopy;
-    int rc = check_desc(desc, &cbcopy);
+    const pm__callbacks_t *cbs;
+    int rc = check_desc(desc, &cbs);
     if (rc != 0)
         return rc;
     pm__task_t *t;
-    rc = pm__task_create(desc, &cbcopy, &t);
+    rc = pm__task_create(desc, cbs, &t);
     if (rc != 0)
         return rc;
     rc = check_devices(t);

@@ -204,8 +204,10 @@ double pm__model_ns_named(const pm__model_t *m, int kind, const char *name)
 {
     if (m == NULL)
         return 0;
+    if (kind == PM_DEVICE_CPU && m->cpu_dev >= 0) /* asked at every ready task */
+        return dev_ns(&m->dev[m->cpu_dev]);
     char clean[sizeof m->dev[0].name];
-    if (kind == PM_DEVICE_CPU) { /* asked at every ready task: its name is clean already */
+    if (kind == PM_DEVICE_CPU) { /* its name is clean already */
         pthread_once(&cpu_once, read_cpu_name);
         name = cpu_name;
     } else {
@@ -555,6 +557,7 @@ int pm__model_save(const pm__model_t *m, const char *path)
     pm__model_t *out = calloc(1, sizeof *out);
     if (out == NULL)
         return PM_ENOMEM;
+    out->cpu_dev = -1;
     memcpy(out->cbname, m->cbname, sizeof out->cbname);
     load(out, path, true);
     for (int i = 0; i < m->ndev; i++) {
@@ -623,8 +626,12 @@ pm__model_t *pm__model_create(const char *name, const pm__stub_t *stubs, int nst
     snprintf(m->cbname, sizeof m->cbname, "%s", name);
     m->nstubs = nstubs;
     /* This host's devices first, so that a full file cannot crowd them out. */
-    for (int i = 0; i < nstubs; i++)
+    m->cpu_dev = -1;
+    for (int i = 0; i < nstubs; i++) {
         m->stub_dev[i] = find_or_add(m, stubs[i].ops->kind, stub_device_name(&stubs[i]));
+        if (m->cpu_dev < 0 && stubs[i].ops->kind == PM_DEVICE_CPU)
+            m->cpu_dev = m->stub_dev[i];
+    }
     char dir[PATH_MAX], path[PATH_MAX];
     if (pm__model_dir(dir, sizeof dir) && pm__model_path(dir, name, path, sizeof path))
         load(m, path, false);

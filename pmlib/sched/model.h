@@ -37,6 +37,7 @@ typedef struct pm__model {
     pm__model_dev_t dev[PM__MODEL_MAX_DEVICES];
     int nstubs;
     int *stub_dev; /* this host's stub index -> dev index */
+    int cpu_dev;   /* this host's CPUs' dev index, -1: no CPU stub */
 } pm__model_t;
 
 /* A model for callback set `name`: the devices of its file when that file

@@ -206,14 +206,14 @@ static void start_remote_task(pm__rbuf_t *m, double late)
         snprintf(why, sizeof why, "host %d could not read the task (%s)", pm__rt.host, pm_strerror(rc));
         goto nack;
     }
-    pm__callbacks_t cbs;
-    if (!pm__registry_get(name, &cbs)) {
+    const pm__callbacks_t *cbs = pm__registry_get(name);
+    if (cbs == NULL) {
         snprintf(why, sizeof why, "no callbacks named '%s' are registered on host %d; "
                  "register them on every host", name, pm__rt.host);
         rc = PM_ENOCALLBACK;
         goto nack;
     }
-    rc = pm__task_create(&d, &cbs, &t);
+    rc = pm__task_create(&d, cbs, &t);
     if (rc == 0) {
         t->seq = seq;
         t->remote = true;

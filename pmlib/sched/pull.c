@@ -120,6 +120,12 @@ static bool pays(const pm__task_t *t, int nstubs, int stub, uint64_t left,
 {
     if (over != NULL)
         *over = 0;
+    /* Stubs of one device, this one with less than two chunks of the task
+     * run: no evidence against it (below), and nothing else to weigh. */
+    const pm__stub_counts_t *mc = pm__counts_peek(t, stub);
+    const bool one_chunk = (mc != NULL ? mc->subtasks : 0) < 2 * t->grain;
+    if (one_chunk && t->sched != NULL && t->sched->cpu_only && t->sched->one_device)
+        return true;
     double mine = pm__model_chunk_ns(t, stub);
     if (mine == 0)
         return unknown_pays(t, nstubs, stub, left, gone);
@@ -130,8 +136,6 @@ static bool pays(const pm__task_t *t, int nstubs, int stub, uint64_t left,
      * the system took away for a while makes one chunk slow, and the stub
      * that left the rest to an equal one not yet running (not woken, or
      * not scheduled on a busy machine) held the task for milliseconds. */
-    const pm__stub_counts_t *mc = pm__counts_peek(t, stub);
-    const bool one_chunk = (mc != NULL ? mc->subtasks : 0) < 2 * t->grain;
     const pm__model_dev_t *dev = pm__model_dev_of(t->cbs.model, stub);
     double rate = 0; /* chunks per ns of the stubs clearly faster than this one */
     for (int s = 0; s < nstubs; s++) {
@@ -283,9 +287,12 @@ static int pull_init(pm__task_t *t, int nstubs)
     /* A task on one host whose whole work is less than a second stub is
      * worth (core/task.c pokes none for it) starts as one pool the first
      * stub takes whole: split into shares, that stub stole the rest of the
-     * other shares piece by piece (16 empty subtasks: 4 steals). */
-    const bool pooled = pm__rt.nhosts == 1 && t->hi - t->lo > 1 && cpu_only && one_device && least > 0 &&
-                        least * (double)(t->hi - t->lo) < PM__POKE_WORTH_NS;
+     * other shares piece by piece (16 empty subtasks: 4 steals). So does a
+     * task of one chunk for stubs of one device: any of them may take it,
+     * and shares would only cost their setting up. */
+    const uint64_t n = t->hi - t->lo;
+    const bool pooled = pm__rt.nhosts == 1 && n > 0 && cpu_only && one_device &&
+                        (n == 1 || (least > 0 && least * (double)n < PM__POKE_WORTH_NS));
     int probe = -1, rc;
     bool in_place = writes_in_place(t);
     if (pooled) {
