@@ -559,7 +559,12 @@ static inline bool pm__guard_stalled(const pm__stub_t *stubs, int stub, double n
 
 /* Whether a stub may run the task's subtasks; whether a GPU of that compute
  * capability may (device mask, cuda callback, min_cc, device filter). */
-int pm__task_runnable_on(const pm__task_t *t, const pm__stub_t *s);
+static inline int pm__task_runnable_on(const pm__task_t *t, const pm__stub_t *s)
+{
+    if (s->ops->usable != NULL && !s->ops->usable(s))
+        return 0;
+    return t->runnable[s->index];
+}
 int pm__gpu_eligible(const pm__task_t *t, int major, int minor);
 
 /* ---- redistribution (core/redistribute.c) ------------------------------ */

@@ -169,13 +169,6 @@ bool pm__cpu_eligible(pm__task_t *t)
            filter_says(t, PM_DEVICE_CPU, 0, 0);
 }
 
-int pm__task_runnable_on(const pm__task_t *t, const pm__stub_t *s)
-{
-    if (s->ops->usable != NULL && !s->ops->usable(s))
-        return 0;
-    return t->runnable[s->index];
-}
-
 /* How much of a task host h should get first: its stubs that can run it
  * (all hosts alike under static-equal). */
 double pm__host_weight(pm__task_t *t, int h)

@@ -200,6 +200,11 @@ double pm__model_ns(const pm__model_t *m, int stub)
     return dev_ns(pm__model_dev_of(m, stub));
 }
 
+double pm__model_cpu_ns(const pm__model_t *m)
+{
+    return m != NULL && m->cpu_dev >= 0 ? dev_ns(&m->dev[m->cpu_dev]) : 0;
+}
+
 double pm__model_ns_named(const pm__model_t *m, int kind, const char *name)
 {
     if (m == NULL)

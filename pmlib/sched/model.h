@@ -54,6 +54,8 @@ void pm__model_note(pm__model_t *m, int stub, uint64_t subtasks, uint64_t ns,
 
 /* What the model knows of `stub`'s device: ns per subtask (0: nothing). */
 double pm__model_ns(const pm__model_t *m, int stub);
+/* The same for this host's CPU stubs (one device). */
+double pm__model_cpu_ns(const pm__model_t *m);
 /* The same for a device by kind and name, such as another host's GPU
  * (CPUs: this host's processor, taken to be every host's). */
 double pm__model_ns_named(const pm__model_t *m, int kind, const char *name);

@@ -263,6 +263,11 @@ static void model_view(const pm__task_t *t, int nstubs, bool *cpu_only, bool *on
     int devices = 0;
     *cpu_only = true;
     *least = 0;
+    if (t->run_kinds == 1u) { /* CPU stubs alone, every one: one device (model.c) */
+        *one_device = true;
+        *least = pm__model_cpu_ns(t->cbs.model) * (double)t->grain;
+        return;
+    }
     for (int s = 0; s < nstubs; s++) {
         if (!pm__task_runnable_on(t, &pm__rt.stubs[s]))
             continue;
@@ -297,15 +302,16 @@ static int pull_init(pm__task_t *t, int nstubs)
     bool in_place = writes_in_place(t);
     if (pooled) {
         rc = pm__ranges_init_pooled(t, nstubs);
+    } else if (cpu_only && one_device) {
+        /* Stubs of one device take equal shares: plan() would find so,
+         * reading each stub's model entry again. */
+        rc = pm__ranges_init_equal(t, nstubs);
     } else {
         double few[64], *w = nstubs <= 64 ? few : malloc((size_t)nstubs * sizeof *w);
         if (w == NULL)
             return PM_ENOMEM;
         pm__ranges_equal_weights(t, nstubs, w);
-        /* Stubs of one device take equal shares: plan() would find so,
-         * reading each stub's model entry again. */
-        if (!(cpu_only && one_device))
-            probe = plan(t, nstubs, w, in_place);
+        probe = plan(t, nstubs, w, in_place);
         rc = pm__ranges_init(t, nstubs, w);
         if (w != few)
             free(w);

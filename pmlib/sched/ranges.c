@@ -65,22 +65,38 @@ static struct pm__sched_state *state_init(pm__task_t *t, int nstubs)
     return st;
 }
 
-int pm__ranges_init(pm__task_t *t, int nstubs, const double *weight)
+/* Shares proportional to weight[], or equal among the stubs that may run
+ * the task (`equal`: integer arithmetic, the same shares). */
+static int init_shares(pm__task_t *t, int nstubs, const double *weight, bool equal)
 {
     if (t->sched_space == NULL)
         return PM_EINTERNAL;
     struct pm__sched_state *st = state_init(t, nstubs);
     const bool again = t->sched_slots; /* an earlier plan of this task wrote slots */
     double total = 0;
-    for (int s = 0; weight != NULL && s < nstubs; s++)
-        total += weight[s];
+    uint64_t k = 0, i = 0; /* equal: stubs with a share, and those before this one */
+    for (int s = 0; s < nstubs; s++) {
+        if (equal)
+            k += (uint64_t)pm__task_runnable_on(t, &pm__rt.stubs[s]);
+        else
+            total += weight != NULL ? weight[s] : 0;
+    }
+    if (equal)
+        total = (double)k;
     double acc = 0;
     const uint64_t n = t->hi - t->lo;
     uint64_t lo = t->lo;
     for (int s = 0; s < nstubs; s++) {
-        const double w = weight != NULL ? weight[s] : 0;
+        const double w = equal ? pm__task_runnable_on(t, &pm__rt.stubs[s]) : weight != NULL ? weight[s] : 0;
         acc += w;
-        uint64_t hi = t->lo + (total > 0 ? (uint64_t)((double)n * (acc / total) + 0.5) : 0);
+        i += equal && w > 0;
+        /* Rounded to the nearest chunk: n acc / total + 1/2 (equal shares:
+         * in whole numbers while they fit, as most do). */
+        uint64_t hi = t->lo;
+        if (total > 0 && equal && n <= UINT32_MAX)
+            hi += (2 * n * i + k) / (2 * k);
+        else if (total > 0)
+            hi += (uint64_t)((double)n * (acc / total) + 0.5);
         if (hi > t->hi || (s == nstubs - 1 && total > 0))
             hi = t->hi;
         if (w <= 0)
@@ -104,6 +120,16 @@ int pm__ranges_init(pm__task_t *t, int nstubs, const double *weight)
     atomic_init(&st->nleft, lo - t->lo);
     t->sched = st;
     return 0;
+}
+
+int pm__ranges_init(pm__task_t *t, int nstubs, const double *weight)
+{
+    return init_shares(t, nstubs, weight, false);
+}
+
+int pm__ranges_init_equal(pm__task_t *t, int nstubs)
+{
+    return init_shares(t, nstubs, NULL, true);
 }
 
 int pm__ranges_init_pooled(pm__task_t *t, int nstubs)

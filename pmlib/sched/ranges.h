@@ -57,6 +57,8 @@ size_t pm__ranges_space(int nstubs);
 /* Splits this host's share [t->lo, t->hi) of the chunks in contiguous
  * shares proportional to weight[] (0 = none; NULL: no stub gets one). */
 int pm__ranges_init(pm__task_t *t, int nstubs, const double *weight);
+/* The same with equal weights for the stubs that may run the task. */
+int pm__ranges_init_equal(pm__task_t *t, int nstubs);
 /* The same, with the whole share in one spare range: the first stub that
  * comes takes it all (a task worth one stub's time: none steals). */
 int pm__ranges_init_pooled(pm__task_t *t, int nstubs);
