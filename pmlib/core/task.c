@@ -11,6 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
+#endif
 
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23 /* Linux 5.14; older kernels refuse it, and pages come by faults */
@@ -340,14 +343,49 @@ static int block_nmem(int nmem)
     return nmem > 0 && nmem <= PM_MAX_TASK_MEMORIES ? nmem : 0;
 }
 
+#if defined(__x86_64__) && defined(__GNUC__)
+/* Whether the processor has PREFETCHW: without it (as GCC assumes for a
+ * plain x86-64 build) a prefetch for writing became a read prefetch that
+ * bypasses the caches, which fetched a line written on another core as
+ * shared, and the write then waited for that core all the same. */
+static bool cpu_prefetchw(void)
+{
+    unsigned a, b, c, d;
+    return __get_cpuid(0x80000001u, &a, &b, &c, &d) && (c & (1u << 8)) != 0;
+}
+static void prefetch_lines_w(const void *p, size_t bytes)
+{
+    for (size_t o = 0; o < bytes; o += 64)
+        __asm__ volatile("prefetchw %0" : : "m"(*((const char *)p + o)));
+}
+#else
+static bool cpu_prefetchw(void)
+{
+    return false;
+}
+static void prefetch_lines_w(const void *p, size_t bytes)
+{
+    (void)p;
+    (void)bytes;
+}
+#endif
+
 /* With many tasks in flight the next cached block is far out of every
  * cache; asking for it now, while the program goes on to its next submit,
  * turns the misses of setting it up into hits (a prefetch of a block taken
  * meanwhile by another thread is only wasted). */
 static void prefetch_lines(const void *p, size_t bytes)
 {
+    static int w = -1; /* PREFETCHW: -1 not asked yet (a race only asks twice) */
+    int have = __atomic_load_n(&w, __ATOMIC_RELAXED);
+    if (have < 0)
+        __atomic_store_n(&w, have = cpu_prefetchw(), __ATOMIC_RELAXED);
+    if (have) {
+        prefetch_lines_w(p, bytes);
+        return;
+    }
     for (size_t o = 0; o < bytes; o += 64)
-        __builtin_prefetch((const char *)p + o, 1, 0);
+        __builtin_prefetch((const char *)p + o, 1, 3);
 }
 
 /* A block off a free list (cache lock held): its successor in *next. */
