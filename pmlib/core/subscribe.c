@@ -494,7 +494,7 @@ static bool cacheable(const pm__task_t *t)
            !(t->desc.flags & PM_TASK_FRESH_SUBSCRIPTIONS);
 }
 
-/* Where a new set of callback set `cb` would go (lock held). */
+/* Where a new kept set of callbacks `cb` would go (lock held). */
 typedef struct {
     int slot;       /* the oldest of its own once it has PM__SUBS_PER_CALLBACKS, else an empty or the oldest entry */
     int newest;     /* its own newest entry, -1: none */
