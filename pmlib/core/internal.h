@@ -150,7 +150,7 @@ struct pm__model;
 
 typedef struct pm__callbacks {
     char name[PM__NAME_MAX];
-    uint32_t name_hash; /* pm__name_hash(name): compared before the names */
+    uint32_t name_hash; /* pm__name_hash(name): a short key for it (sched/hosts.c) */
     pm_callbacks_t cb;
     struct pm__model *model; /* stable while registered; NULL: none */
     /* The registered set itself (stable from registration to pm_finalize):

@@ -210,7 +210,7 @@ double pm__model_ns_named(const pm__model_t *m, int kind, const char *name)
     if (m == NULL)
         return 0;
     if (kind == PM_DEVICE_CPU && m->cpu_dev >= 0) /* asked at every ready task */
-        return dev_ns(&m->dev[m->cpu_dev]);
+        return pm__model_cpu_ns(m);
     char clean[sizeof m->dev[0].name];
     if (kind == PM_DEVICE_CPU) { /* its name is clean already */
         pthread_once(&cpu_once, read_cpu_name);

@@ -65,6 +65,15 @@ static struct pm__sched_state *state_init(pm__task_t *t, int nstubs)
     return st;
 }
 
+/* Stub s's weight: weight[s], or under `equal` 1 for a stub that may run
+ * the task and 0 for one that may not. */
+static double share_weight(const pm__task_t *t, const double *weight, bool equal, int s)
+{
+    if (equal)
+        return pm__task_runnable_on(t, &pm__rt.stubs[s]);
+    return weight != NULL ? weight[s] : 0;
+}
+
 /* Shares proportional to weight[], or equal among the stubs that may run
  * the task (`equal`: integer arithmetic, the same shares). */
 static int init_shares(pm__task_t *t, int nstubs, const double *weight, bool equal)
@@ -74,27 +83,20 @@ static int init_shares(pm__task_t *t, int nstubs, const double *weight, bool equ
     struct pm__sched_state *st = state_init(t, nstubs);
     const bool again = t->sched_slots; /* an earlier plan of this task wrote slots */
     double total = 0;
-    uint64_t k = 0, i = 0; /* equal: stubs with a share, and those before this one */
-    for (int s = 0; s < nstubs; s++) {
-        if (equal)
-            k += (uint64_t)pm__task_runnable_on(t, &pm__rt.stubs[s]);
-        else
-            total += weight != NULL ? weight[s] : 0;
-    }
-    if (equal)
-        total = (double)k;
+    for (int s = 0; s < nstubs; s++)
+        total += share_weight(t, weight, equal, s);
     double acc = 0;
     const uint64_t n = t->hi - t->lo;
     uint64_t lo = t->lo;
     for (int s = 0; s < nstubs; s++) {
-        const double w = equal ? pm__task_runnable_on(t, &pm__rt.stubs[s]) : weight != NULL ? weight[s] : 0;
+        const double w = share_weight(t, weight, equal, s);
         acc += w;
-        i += equal && w > 0;
-        /* Rounded to the nearest chunk: n acc / total + 1/2 (equal shares:
-         * in whole numbers while they fit, as most do). */
+        /* Rounded to the nearest chunk: n acc / total + 1/2 (equal shares,
+         * whose sums are whole numbers: in integers while they fit, as most
+         * do). */
         uint64_t hi = t->lo;
         if (total > 0 && equal && n <= UINT32_MAX)
-            hi += (2 * n * i + k) / (2 * k);
+            hi += (2 * n * (uint64_t)acc + (uint64_t)total) / (2 * (uint64_t)total);
         else if (total > 0)
             hi += (uint64_t)((double)n * (acc / total) + 0.5);
         if (hi > t->hi || (s == nstubs - 1 && total > 0))
