@@ -47,6 +47,11 @@
 #define PM__COPY_UNKNOWN_NS 1000000
 
 static atomic_int guarded_now; /* stubs with a guarded chunk published */
+/* Held while a guarded chunk's bytes are copied in or its written ranges
+ * copied back: another chunk of the task may write bytes this one only
+ * reads (reads and writes of two subtasks may overlap; writes may not),
+ * and the two copies are the runtime's own, so they must not race. */
+static pm__lock_t copy_lock;
 
 static uint64_t now_ns(void)
 {
@@ -118,8 +123,10 @@ static int copy_in(pm__guard_t *g, const pm__task_t *t, uint64_t k, int m)
                 rc = pm__acc_apply_rows(&u, v.r[i].offset, v.r[i].block, v.r[i].stride, v.r[i].count, true);
     }
     const unsigned char *from = t->mems[m]->data;
+    pm__lock(&copy_lock);
     for (uint32_t i = 0; i < u.ncov && rc == 0; i++)
         memcpy(g->buf[m] + (u.cov[i].lo - g->lo[m]), from + u.cov[i].lo, u.cov[i].hi - u.cov[i].lo);
+    pm__unlock(&copy_lock);
     pm__acc_free(&u);
     return rc;
 }
@@ -216,6 +223,7 @@ static void commit(pm__host_run_t *p, pm__stub_t *s, pm__task_t *t, uint64_t k)
     pm__guard_t *g = &p->guard;
     uint64_t first, last;
     pm__chunk_span(t, k, &first, &last);
+    pm__lock(&copy_lock);
     for (uint64_t id = first; id < last && t->chunk_subs != NULL; id++) {
         pm__subs_view_t v = pm__subs_of(t, k, id);
         for (uint32_t i = 0; i < v.n; i++) {
@@ -230,6 +238,7 @@ static void commit(pm__host_run_t *p, pm__stub_t *s, pm__task_t *t, uint64_t k)
             }
         }
     }
+    pm__unlock(&copy_lock);
     pm__counts_own(t, s->index)->subtasks += g->subtasks;
     if (g->acc != NULL) {
         int rc = pm__reduce_tree_push(t, 0, k, g->acc);
