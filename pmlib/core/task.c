@@ -213,8 +213,9 @@ static int check_devices(pm__task_t *t)
  * Freed task blocks are kept, by the number of memories they have room
  * for, for later tasks: a program that submits tasks over and over takes
  * warm blocks from here, not from malloc and fresh pages (on one host a
- * task without memories costs about 1.1 KB). At most PMLIB_TASK_CACHE_MB
- * are kept (256 MiB by default, 0: none) until pm_finalize; the rest go
+ * task without memories costs 1.6 to 3.5 KB, by the stubs). At most
+ * PMLIB_TASK_CACHE_MB are kept (by default 256 MiB or 2^17 such tasks,
+ * whichever is more; 0: none) until pm_finalize; the rest go
  * back to malloc. Under AddressSanitizer nothing is kept, so a stale
  * pointer into a freed task is still caught.
  *
@@ -245,10 +246,24 @@ static struct {
     bool small_pages; /* no more huge pages: one came slowly */
 } block_cache;
 
+static size_t block_bytes(int nmem);
+
+/* Without PMLIB_TASK_CACHE_MB: 256 MiB, or room for PM__CACHE_TASKS tasks
+ * without memories where that is more. A block grows with the stubs (their
+ * counters and scheduling slots, a line each): 1.6 KB with one stub, 3.5
+ * KB with 16 (4.5 KB while a stub's counters took two lines). 256 MiB held
+ * 168,000 such tasks on one stub but 59,000 on 16, and the rest of 100,000
+ * tasks in flight came from malloc, each block out of every cache: 1.5x
+ * the cost per empty task of 1,000 in flight (16-core host). */
+#define PM__CACHE_TASKS ((size_t)1 << 17)
+
 static size_t cache_max(void)
 {
     if (!block_cache.max_read) {
-        block_cache.max = (size_t)pm__env_uint("PMLIB_TASK_CACHE_MB", "megabytes", 0, 1u << 20, 256) << 20;
+        size_t dflt = PM__CACHE_TASKS * block_bytes(0) >> 20;
+        if (dflt < 256)
+            dflt = 256;
+        block_cache.max = (size_t)pm__env_uint("PMLIB_TASK_CACHE_MB", "megabytes", 0, 1u << 20, dflt) << 20;
         block_cache.max_read = true;
     }
     return block_cache.max;
