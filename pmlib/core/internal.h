@@ -472,6 +472,13 @@ void pm__stubs_woken(int k);
 void pm__task_unready_locked(pm__task_t *t);
 /* Takes t off the ready lists, if it is on them (no lock held). */
 void pm__task_unready(pm__task_t *t);
+/* The same for a running task a stub saw drained outside the ready lock
+ * (its last chunk taken): only if nothing is left to hand out under the
+ * lock, where a stub may have given chunks of a batch back meanwhile
+ * (exec/stubs.c, untake_rest). Unlisted with chunks left, the task was
+ * found by no stub again: 15 stubs parked beside a task with 4 chunks left
+ * in their ranges (tasks on one memory, 16-core host, 2 runs in 30). */
+void pm__task_unready_drained(pm__task_t *t);
 /* Other hosts: a task host 0 sent is added to the unfinished tasks and made
  * ready; once drained it is taken off them (it stays known by sequence
  * number until host 0 ends it). */

@@ -910,6 +910,16 @@ void pm__task_unready(pm__task_t *t)
     pthread_mutex_unlock(&pm__rt.ready_lock);
 }
 
+void pm__task_unready_drained(pm__task_t *t)
+{
+    if (!__atomic_load_n(&t->listed, __ATOMIC_ACQUIRE))
+        return;
+    pthread_mutex_lock(&pm__rt.ready_lock);
+    if (t->policy->left(t) == 0)
+        pm__task_unready_locked(t);
+    pthread_mutex_unlock(&pm__rt.ready_lock);
+}
+
 int pm__task_add_remote_locked(pm__task_t *t)
 {
     if (seq_add_locked(t) != 0)

@@ -519,7 +519,7 @@ static bool take_handed(pm__stub_t *s, pm__task_t *t, uint64_t *chunk)
 {
     bool got = pm__task_runnable_on(t, s) && t->policy->take(t, s->index, chunk);
     if (got && t->policy->left(t) == 0)
-        pm__task_unready(t);
+        pm__task_unready_drained(t);
     pm__task_unhold(t);
     return got;
 }

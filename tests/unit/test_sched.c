@@ -1,7 +1,8 @@
 /*
  * Range hand-out and stealing: every chunk of a task goes to exactly one
  * stub, whatever the interleaving; initial shares are contiguous and follow
- * the weights; idle stubs steal under pull and never under static. Between
+ * the weights; idle stubs steal under pull and never under static; a task
+ * seen drained stays on the ready lists while chunks were given back. Between
  * hosts, shares and grants follow speed and the cost of moving data, the
  * learned overhead of involving a host resists spikes, and a task's bytes
  * per chunk come from its subscriptions.
@@ -218,6 +219,37 @@ START_TEST(pooled_share_goes_whole_to_first_stub)
     ck_assert_uint_eq(total, 4 + NSTUBS + 3 + 2);
     for (int i = 0; i < 400; i++)
         ck_assert_int_le(got[i], 1);
+    ts_free(t);
+}
+END_TEST
+
+/* A stub that took a task's last chunk outside the ready lock (a poked
+ * stub) takes the task off the ready lists only if nothing is left there
+ * under the lock: a stub whose batch ran long may have given the rest
+ * back in between (while the task was listed), and unlisted with chunks
+ * left, no stub would find the task again (all 15 stubs of a 16-core host
+ * parked beside one). Fails where the stub unlisted on its own reading. */
+START_TEST(drained_task_stays_listed_with_chunks_given_back)
+{
+    pm__task_t *t = make_task(16, PM_SCHED_PULL); /* shares of 4 chunks */
+    __atomic_store_n(&t->listed, 1, __ATOMIC_RELAXED); /* as on the ready list */
+    uint64_t c;
+    ck_assert(pm__ranges_take_own(t, 0, &c));
+    ck_assert_uint_eq(c, 0);
+    ck_assert_uint_eq(pm__ranges_extend(t, 0, 1, 3), 3); /* a batch of 4 */
+    for (int s = 1; s < NSTUBS; s++)
+        while (t->policy->take(t, s, &c))
+            ;
+    ck_assert_uint_eq(t->policy->left(t), 0); /* what stub 3 saw */
+    ck_assert(pm__ranges_untake(t, 0, 1, 4)); /* stub 0's first chunk ran long */
+    pm__task_unready_drained(t);              /* stub 3, late */
+    ck_assert_int_eq(__atomic_load_n(&t->listed, __ATOMIC_RELAXED), 1);
+    int ran = 0;
+    while (pm__ranges_take_own(t, 0, &c))
+        ran++;
+    ck_assert_int_eq(ran, 3);
+    pm__task_unready_drained(t);
+    ck_assert_int_eq(__atomic_load_n(&t->listed, __ATOMIC_RELAXED), 0);
     ts_free(t);
 }
 END_TEST
@@ -482,6 +514,7 @@ int main(void)
     tcase_add_test(tc, weights_set_share_sizes);
     tcase_add_test(tc, concurrent_take_and_steal);
     tcase_add_test(tc, pooled_share_goes_whole_to_first_stub);
+    tcase_add_test(tc, drained_task_stays_listed_with_chunks_given_back);
     suite_add_tcase(s, tc);
     TCase *th = tcase_create("hosts");
     tcase_add_test(th, split_equal_hosts_free_data);
