@@ -233,7 +233,7 @@ struct pm__sched_state;
 struct pm__reduce_tree;
 
 /* Per-stub counters of one task; written by that stub only. One cache
- * line: with 16 stubs, two lines each made a task without memories 4.4 KB
+ * line: with 16 stubs, two lines each made a task without memories 4.5 KB
  * (_Static_assert below). Steals and cache hits of one stub in one task
  * stay far below 2^32 (each is a take of a range or a chunk's input). */
 typedef struct pm__stub_counts {
@@ -477,7 +477,7 @@ void pm__task_unready(pm__task_t *t);
  * lock, where a stub may have given chunks of a batch back meanwhile
  * (exec/stubs.c, untake_rest). Unlisted with chunks left, the task was
  * found by no stub again: 15 stubs parked beside a task with 4 chunks left
- * in their ranges (tasks on one memory, 16-core host, 2 runs in 30). */
+ * in their ranges (tasks on one memory, 16-core host, 3 runs in 35). */
 void pm__task_unready_drained(pm__task_t *t);
 /* Other hosts: a task host 0 sent is added to the unfinished tasks and made
  * ready; once drained it is taken off them (it stays known by sequence
