@@ -475,10 +475,14 @@ void pm__task_unready(pm__task_t *t);
 /* The same for a running task a stub saw drained outside the ready lock
  * (its last chunk taken): only if nothing is left to hand out under the
  * lock, where a stub may have given chunks of a batch back meanwhile
- * (exec/stubs.c, untake_rest). Unlisted with chunks left, the task was
+ * (pm__stub_give_back). Unlisted with chunks left, the task was
  * found by no stub again: 15 stubs parked beside a task with 4 chunks left
  * in their ranges (tasks on one memory, 16-core host, 3 runs in 35). */
 void pm__task_unready_drained(pm__task_t *t);
+/* Back onto the ready lists, at their front (ready lock held): a running
+ * task on one host whose chunks a stub gave back after the task had left
+ * the lists (pm__stub_give_back in exec/stubs.h). */
+void pm__task_relist_locked(pm__task_t *t);
 /* Other hosts: a task host 0 sent is added to the unfinished tasks and made
  * ready; once drained it is taken off them (it stays known by sequence
  * number until host 0 ends it). */

@@ -680,6 +680,20 @@ static void tlist_append(pm__tlist_t *l, pm__task_t *t, size_t off)
     l->tail = t;
 }
 
+/* At the front: for a task older than most on the list. */
+static void tlist_prepend(pm__tlist_t *l, pm__task_t *t, size_t off)
+{
+    pm__tlink_t *k = link_at(t, off);
+    if (k->on)
+        return;
+    *k = (pm__tlink_t){.prev = NULL, .next = l->head, .on = true};
+    if (l->head != NULL)
+        link_at(l->head, off)->prev = t;
+    else
+        l->tail = t;
+    l->head = t;
+}
+
 static void tlist_remove(pm__tlist_t *l, pm__task_t *t, size_t off)
 {
     pm__tlink_t *k = link_at(t, off);
@@ -895,6 +909,15 @@ void pm__task_unready_locked(pm__task_t *t)
         tlist_remove(&pm__rt.ready[k], t, READY_LINK(k));
     /* The last touch: once another thread sees 0, this one is done with t. */
     __atomic_store_n(&t->listed, 0, __ATOMIC_RELEASE);
+}
+
+void pm__task_relist_locked(pm__task_t *t)
+{
+    for (int k = 0; k < 2; k++)
+        if (t->run_kinds & (1u << k))
+            tlist_prepend(&pm__rt.ready[k], t, READY_LINK(k));
+    __atomic_store_n(&t->listed, t->rlink[0].on || t->rlink[1].on, __ATOMIC_RELAXED);
+    atomic_fetch_add_explicit(&pm__rt.work_gen, 1, memory_order_release);
 }
 
 /* Takes t off the ready lists: by a caller holding the runtime lock, by

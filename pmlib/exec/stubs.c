@@ -158,19 +158,12 @@ static uint64_t take_batch(pm__stub_t *s, pm__task_t *t, uint64_t k, uint64_t *g
     return 1 + pm__ranges_extend(t, s->index, k + 1, b - 1);
 }
 
-/* Gives chunks [lo, hi) of a batch back for other stubs, only while the
- * task is on the ready lists (under the ready lock, where stubs take a
- * task off them): one taken off them stays off, since its last chunk was
- * taken, and chunks given back to it then were found by no stub. Every
- * stub parked beside an unfinished task (tests/unit/test_tasks, uneven
- * load, 1 run in about 50 with 3 runs at once on 2 cores): the stub that
- * gave its batch back declined to take it again (its chunks ran slowly)
- * while another stub seemed about to come, and that one looked only at
- * the ready lists. */
-static bool untake_rest(pm__stub_t *s, pm__task_t *t, uint64_t lo, uint64_t hi)
+bool pm__stub_give_back(pm__task_t *t, int stub, uint64_t lo, uint64_t hi)
 {
     pthread_mutex_lock(&pm__rt.ready_lock);
-    bool back = __atomic_load_n(&t->listed, __ATOMIC_RELAXED) && pm__ranges_untake(t, s->index, lo, hi);
+    bool back = pm__ranges_untake(t, stub, lo, hi);
+    if (back && !__atomic_load_n(&t->listed, __ATOMIC_RELAXED))
+        pm__task_relist_locked(t);
     pthread_mutex_unlock(&pm__rt.ready_lock);
     return back;
 }
@@ -184,7 +177,7 @@ static uint64_t run_batch(pm__stub_t *s, pm__task_t *t, uint64_t k, uint64_t nk,
     if (nk == 1)
         return 1;
     uint64_t took = (uint64_t)((pm__now() - t0) * 1e9);
-    if (took > PM__BATCH_LONG * guess_ns && untake_rest(s, t, k + 1, k + nk)) {
+    if (took > PM__BATCH_LONG * guess_ns && pm__stub_give_back(t, s->index, k + 1, k + nk)) {
         pm__task_wake_more(t, s->ops->kind, took * nk);
         return 1;
     }

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "core/internal.h"
+#include "exec/stubs.h"
 #include "sched/hosts.h"
 #include "sched/ranges.h"
 #include "taskshell.h"
@@ -250,6 +251,38 @@ START_TEST(drained_task_stays_listed_with_chunks_given_back)
     ck_assert_int_eq(ran, 3);
     pm__task_unready_drained(t);
     ck_assert_int_eq(__atomic_load_n(&t->listed, __ATOMIC_RELAXED), 0);
+    ts_free(t);
+}
+END_TEST
+
+/* A batch may take a task's last chunks, and the task then leaves the
+ * ready lists. When its first chunk runs long, the rest of the batch goes
+ * back and the task back onto the lists, at their front, where the other
+ * stubs find it: 16 chunks of 10 ms once ran on one stub while three
+ * slept. Fails where chunks went back only to a task still listed. */
+START_TEST(batch_given_back_relists_task)
+{
+    pm__task_t *t = make_task(16, PM_SCHED_PULL); /* shares of 4 chunks */
+    t->run_kinds = 1u;                            /* CPU stubs run it */
+    uint64_t c;
+    ck_assert(pm__ranges_take_own(t, 0, &c));
+    ck_assert_uint_eq(c, 0);
+    ck_assert_uint_eq(pm__ranges_extend(t, 0, 1, 3), 3); /* a batch of 4 */
+    for (int s = 1; s < NSTUBS; s++)
+        while (t->policy->take(t, s, &c))
+            ;
+    ck_assert_uint_eq(t->policy->left(t), 0); /* the batch holds the last chunks */
+    ck_assert_int_eq(__atomic_load_n(&t->listed, __ATOMIC_RELAXED), 0); /* off the lists */
+    ck_assert(pm__stub_give_back(t, 0, 1, 4));
+    ck_assert_int_eq(__atomic_load_n(&t->listed, __ATOMIC_RELAXED), 1);
+    ck_assert_ptr_eq(pm__rt.ready[0].head, t);
+    ck_assert_ptr_null(pm__rt.ready[1].head);
+    int ran = 0;
+    while (t->policy->take(t, 2, &c)) /* another stub, stealing */
+        ran++;
+    ck_assert_int_eq(ran, 3);
+    pm__task_unready_drained(t);
+    ck_assert_ptr_null(pm__rt.ready[0].head);
     ts_free(t);
 }
 END_TEST
@@ -515,6 +548,7 @@ int main(void)
     tcase_add_test(tc, concurrent_take_and_steal);
     tcase_add_test(tc, pooled_share_goes_whole_to_first_stub);
     tcase_add_test(tc, drained_task_stays_listed_with_chunks_given_back);
+    tcase_add_test(tc, batch_given_back_relists_task);
     suite_add_tcase(s, tc);
     TCase *th = tcase_create("hosts");
     tcase_add_test(th, split_equal_hosts_free_data);

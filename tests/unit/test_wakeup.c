@@ -43,23 +43,41 @@ START_TEST(test_static_one_chunk_all_asleep)
 }
 END_TEST
 
-/* Which stubs ran subtasks of the current task (a bit each), and how long
- * each subtask sleeps (0: none). */
+/* Which stubs ran subtasks of the current task (a bit each), how many each
+ * ran, and how long each subtask sleeps (0: none). */
 static atomic_uint stubs_used;
+static atomic_int ran_on[32];
 static atomic_int nap_us;
+
+/* With subtasks that nap, a stub's second subtask waits (up to 10 s) for
+ * another stub to run one: the first chunk ran long, which must have
+ * engaged the others. Waiting, not a time window, keeps a loaded machine
+ * (woken stubs that do not run for a while) from failing the check. */
+static void wait_for_company(void)
+{
+    double end = tu_now() + 10.0;
+    while (__builtin_popcount(atomic_load(&stubs_used)) < 2 && tu_now() < end)
+        tu_sleep_us(1000);
+}
 
 static int mark_cpu(const pm_subtask_info_t *info)
 {
     atomic_fetch_or(&stubs_used, 1u << (info->stub & 31));
+    int mine = atomic_fetch_add(&ran_on[info->stub & 31], 1) + 1;
     int us = atomic_load(&nap_us);
-    if (us > 0)
+    if (us > 0) {
         tu_sleep_us(us);
+        if (mine == 2)
+            wait_for_company();
+    }
     return 0;
 }
 
 static int run_marked(const pm_task_desc_t *desc)
 {
     atomic_store(&stubs_used, 0);
+    for (int i = 0; i < 32; i++)
+        atomic_store(&ran_on[i], 0);
     ck_assert_int_eq(tu_run(desc), PM_OK);
     return __builtin_popcount(atomic_load(&stubs_used));
 }
@@ -95,9 +113,10 @@ START_TEST(test_short_tasks_wake_few_stubs)
     if (getenv("PMLIB_TEST_SANITIZER") == NULL)
         ck_assert_uint_le(woken, 200);
 
-    /* 16 subtasks of 10 ms: a woken stub has 150 ms to come, where 8 of
-     * 5 ms once ran on one stub alone while other suites loaded the
-     * machine (the woken stubs had not run within 35 ms). */
+    /* 16 subtasks of 10 ms: the first chunk runs long and engages the
+     * other stubs, which then run some of the rest (a stub waits in its
+     * second subtask until another has come: a woken stub that the system
+     * does not run for 150 ms on a loaded machine is slow, not wrong). */
     atomic_store(&nap_us, 10000);
     desc.subtasks = 16;
     ck_assert_int_gt(run_marked(&desc), 1);
