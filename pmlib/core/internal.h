@@ -698,6 +698,7 @@ typedef struct pm__runtime {
 
     uint64_t spin_ns;         /* PMLIB_SPIN_US: how long idle threads poll */
     atomic_bool crowded;      /* more busy threads than cores: yield while polling */
+    double core_share;        /* this rank's share of the machine's cores (pm__yield_took) */
 
     atomic_int shutdown;      /* stubs stop (set under both locks) */
     atomic_bool warm_asked;   /* pm__stubs_warm ran since the stubs started */
@@ -755,6 +756,21 @@ extern _Thread_local pm__stub_t *pm__self_stub;
 bool pm__spin_until(bool (*done)(const void *arg), const void *arg);
 /* The same for at most ns nanoseconds. */
 bool pm__spin_for(bool (*done)(const void *arg), const void *arg, uint64_t ns);
+/* Yields the core; true when the yield came back a time slice later
+ * (another thread had the core). When such yields come while this
+ * process gets far less CPU than its share of the cores (other programs
+ * keep them busy), the process is contended for a while (pm__contended):
+ * threads that would poll by yielding sleep instead. A yielding thread is
+ * runnable all along and gets the core back a slice later each time,
+ * where a sleeping one runs as soon as it wakes: tests/mpi/prefetch
+ * beside two busy loops on 2 cores took 257 s polling by yields (the
+ * ranks using 1% of a core each), 0.85 s alone. */
+bool pm__yield(void);
+bool pm__contended(double now);
+/* What pm__yield notes: a yield that ended at `at` (pm__now) took `took`
+ * seconds; cpu() gives the process's CPU seconds (read only when
+ * needed). True if the yield was slow. */
+bool pm__yield_took(double at, double took, double (*cpu)(void));
 
 extern pm__runtime_t pm__rt;
 /* PMLIB_CHECK: subtasks see only their subscribed bytes (exec/check.c). */

@@ -51,29 +51,105 @@ bool pm__spin_until(bool (*done)(const void *arg), const void *arg)
     return pm__spin_for(done, arg, pm__rt.spin_ns);
 }
 
+/* A yield that comes back PM__YIELD_SLOW late (seconds) gave the core
+ * away for a time slice: to another program, or to a thread of this job
+ * with work (a stub's chunk). Which one, the process's CPU time tells:
+ * over at least PM__RATE_SPAN of polling, a process that got less than
+ * PM__STARVED of its share of the cores while its yields came back late
+ * was kept off them by others, and is contended for PM__CONTENDED_FOR.
+ * 2 ranks on 2 cores: alone, each used about a core (a few slow yields a
+ * run of tests/mpi/prefetch, its own stubs' chunks); beside two busy
+ * loops, 1% of one, its yields taking 1 to 5 ms. The rate is measured
+ * only while the process polls by yielding, not in the naps of a
+ * contended spell. */
+#define PM__YIELD_SLOW 2e-3
+#define PM__RATE_SPAN 5e-3
+#define PM__STARVED 0.5
+#define PM__CONTENDED_FOR 0.05
+
+static atomic_uint_fast64_t contended_until_ns;
+static pm__lock_t rate_lock;
+/* Where the rate is measured from: rate_at (ns; written under rate_lock)
+ * and rate_cpu (under it). */
+static atomic_uint_fast64_t rate_at_ns;
+static double rate_cpu;
+
+static double process_cpu(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0)
+        return 0;
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+bool pm__yield_took(double at, double took, double (*cpu)(void))
+{
+    const bool slow = took >= PM__YIELD_SLOW;
+    const double until = (double)atomic_load_explicit(&contended_until_ns, memory_order_relaxed) * 1e-9;
+    double from = (double)atomic_load_explicit(&rate_at_ns, memory_order_relaxed) * 1e-9;
+    if (!slow && from != 0 && !(from < until && at >= until))
+        return false;
+    pm__lock(&rate_lock);
+    from = (double)atomic_load_explicit(&rate_at_ns, memory_order_relaxed) * 1e-9;
+    bool rebase = from == 0 || (from < until && at >= until); /* first, or a contended spell ended */
+    if (!rebase && slow && at - from >= PM__RATE_SPAN) {
+        double c = cpu();
+        double share = pm__rt.core_share > 0 ? pm__rt.core_share : 1;
+        if (c - rate_cpu < PM__STARVED * share * (at - from))
+            atomic_store_explicit(&contended_until_ns, (uint64_t)((at + PM__CONTENDED_FOR) * 1e9),
+                                  memory_order_relaxed);
+        rate_cpu = c;
+        atomic_store_explicit(&rate_at_ns, (uint64_t)(at * 1e9), memory_order_relaxed);
+    } else if (rebase) {
+        rate_cpu = cpu();
+        atomic_store_explicit(&rate_at_ns, (uint64_t)(at * 1e9), memory_order_relaxed);
+    }
+    pm__unlock(&rate_lock);
+    return slow;
+}
+
+bool pm__yield(void)
+{
+    double t0 = pm__now();
+    sched_yield();
+    double t1 = pm__now();
+    return pm__yield_took(t1, t1 - t0, process_cpu);
+}
+
+bool pm__contended(double now)
+{
+    return (double)atomic_load_explicit(&contended_until_ns, memory_order_relaxed) * 1e-9 > now;
+}
+
 bool pm__spin_for(bool (*done)(const void *arg), const void *arg, uint64_t ns)
 {
     if (done(arg))
         return true;
     if (ns == 0)
         return false;
-    double until = pm__now() + (double)ns * 1e-9;
+    double now = pm__now(), until = now + (double)ns * 1e-9;
+    /* A yield may hand the core to a thread with work for a whole time
+     * slice (milliseconds): the clock is read after every one, or a spell
+     * meant to last microseconds lasts 16 slices. On one host it is
+     * needed only while more threads are awake than there are cores (the
+     * program's thread asleep in a wait lends its core): a yield costs a
+     * system call, and the poll reacts later (submit then wait of one
+     * task, 2 cores: 1.75-2.1 us with a yield always, 1.3-1.65 without
+     * it while the program waits). Contended, the caller sleeps at once:
+     * a yield that takes a slice is no poll. */
     for (unsigned i = 1;; i++) {
-        /* A yield may hand the core to a thread with work for a whole time
-         * slice (milliseconds): the clock is read after every one, or a
-         * spell meant to last microseconds lasts 16 slices. On one host it
-         * is needed only while more threads are awake than there are cores
-         * (the program's thread asleep in a wait lends its core): a yield
-         * costs a system call, and the poll reacts later (submit then wait
-         * of one task, 2 cores: 1.75-2.1 us with a yield always, 1.3-1.65
-         * without it while the program waits). */
         const bool yield = pm__rt.crowded && (pm__rt.nhosts > 1 || pm__stubs_poll_room() < 0);
+        if (yield && i == 1 && pm__contended(now))
+            return false;
+        bool slow = false;
         if (yield)
-            sched_yield(); /* a thread with work may need this core */
+            slow = pm__yield(); /* a thread with work may need this core */
         else
             pm__cpu_relax();
         if (done(arg))
             return true;
+        if (slow && pm__contended(pm__now()))
+            return false;
         if ((yield || (i & 15) == 0) && pm__now() > until)
             return false;
     }

@@ -140,6 +140,8 @@ int pm_init(int *argc, char ***argv)
     pthread_cond_init(&pm__rt.work_cv[0], NULL);
     pthread_cond_init(&pm__rt.work_cv[1], NULL);
     pthread_cond_init(&pm__rt.done_cv, NULL);
+    /* Before any thread that may yield starts (core/runtime.c). */
+    pm__rt.core_share = (double)online_cpus() / (pm__rt.local_size > 0 ? pm__rt.local_size : 1);
     rc = pm__stubs_start();
     pm__rt.ranges_bytes = pm__ranges_space(pm__rt.nstubs);
     /* More busy threads than cores (stubs, the program's thread, other

@@ -8,7 +8,8 @@
  * never ran.
  *
  * Tasks the model knows to be short wake fewer stubs, and a chunk that runs
- * long wakes the rest.
+ * long wakes the rest. Threads that poll by yielding sleep instead while
+ * other programs keep the cores from the process.
  */
 #define _GNU_SOURCE /* sched_getaffinity */
 #include "testutil.h"
@@ -172,6 +173,54 @@ START_TEST(test_stubs_bound_when_cores_allow)
 }
 END_TEST
 
+/* The CPU seconds of a made-up process, for pm__yield_took. */
+static double fake_cpu;
+static double read_fake_cpu(void)
+{
+    return fake_cpu;
+}
+
+/*
+ * Yields that come back a time slice late make the process contended
+ * (threads then sleep instead of polling by yielding) only while it gets
+ * far less CPU than its share of the cores, as beside other programs that
+ * keep the cores busy; not while its own threads keep them busy. After a
+ * contended spell the rate is measured afresh (the spell's naps use little
+ * CPU). Times are from long ago on the monotonic clock, so that nothing
+ * carries over to the real one (Check runs each test in a process of its
+ * own).
+ */
+START_TEST(test_contended_only_when_starved)
+{
+    const double t = 10.0;
+    pm__rt.core_share = 1.0;
+    fake_cpu = 100.0;
+    ck_assert(pm__yield_took(t, 3e-3, read_fake_cpu)); /* slow: measured from here */
+    ck_assert(!pm__contended(t));
+    fake_cpu = 100.009; /* 9 ms of CPU in 10 ms: its own threads had the core */
+    ck_assert(pm__yield_took(t + 0.010, 3e-3, read_fake_cpu));
+    ck_assert(!pm__contended(t + 0.010));
+    fake_cpu = 100.010; /* 1 ms in 10 ms: others had it */
+    ck_assert(pm__yield_took(t + 0.020, 3e-3, read_fake_cpu));
+    ck_assert(pm__contended(t + 0.020));
+    ck_assert(pm__contended(t + 0.069));
+    ck_assert(!pm__contended(t + 0.071));
+    /* The first yield after the spell (fast) measures from there. */
+    fake_cpu = 100.011;
+    ck_assert(!pm__yield_took(t + 0.080, 1e-6, read_fake_cpu));
+    fake_cpu = 100.020; /* 9 ms in 10 ms */
+    ck_assert(pm__yield_took(t + 0.090, 3e-3, read_fake_cpu));
+    ck_assert(!pm__contended(t + 0.090));
+    /* Too soon after the last measure (2 ms) to tell: nothing changes. */
+    ck_assert(pm__yield_took(t + 0.092, 3e-3, read_fake_cpu));
+    ck_assert(!pm__contended(t + 0.092));
+    /* Fast yields never make it contended. */
+    fake_cpu = 100.020;
+    ck_assert(!pm__yield_took(t + 0.200, 1e-6, read_fake_cpu));
+    ck_assert(!pm__contended(t + 0.200));
+}
+END_TEST
+
 static Suite *wakeup_suite(void)
 {
     Suite *s = suite_create("wakeup");
@@ -181,6 +230,7 @@ static Suite *wakeup_suite(void)
     tcase_add_test(tc, test_static_one_chunk_all_asleep);
     tcase_add_test(tc, test_short_tasks_wake_few_stubs);
     tcase_add_test(tc, test_stubs_bound_when_cores_allow);
+    tcase_add_test(tc, test_contended_only_when_starved);
     suite_add_tcase(s, tc);
     return s;
 }
