@@ -224,6 +224,19 @@ START_TEST(pooled_share_goes_whole_to_first_stub)
 }
 END_TEST
 
+/* Stub 0 takes chunks 0 to 3 of a task of 16 as one batch, and the
+ * other stubs take every other chunk: the batch holds the last ones. */
+static void last_chunks_in_a_batch(pm__task_t *t)
+{
+    uint64_t c;
+    ck_assert(pm__ranges_take_own(t, 0, &c));
+    ck_assert_uint_eq(c, 0);
+    ck_assert_uint_eq(pm__ranges_extend(t, 0, 1, 3), 3);
+    for (int s = 1; s < NSTUBS; s++)
+        while (t->policy->take(t, s, &c))
+            ;
+}
+
 /* A stub that took a task's last chunk outside the ready lock (a poked
  * stub) takes the task off the ready lists only if nothing is left there
  * under the lock: a stub whose batch ran long may have given the rest
@@ -235,12 +248,7 @@ START_TEST(drained_task_stays_listed_with_chunks_given_back)
     pm__task_t *t = make_task(16, PM_SCHED_PULL); /* shares of 4 chunks */
     __atomic_store_n(&t->listed, 1, __ATOMIC_RELAXED); /* as on the ready list */
     uint64_t c;
-    ck_assert(pm__ranges_take_own(t, 0, &c));
-    ck_assert_uint_eq(c, 0);
-    ck_assert_uint_eq(pm__ranges_extend(t, 0, 1, 3), 3); /* a batch of 4 */
-    for (int s = 1; s < NSTUBS; s++)
-        while (t->policy->take(t, s, &c))
-            ;
+    last_chunks_in_a_batch(t);
     ck_assert_uint_eq(t->policy->left(t), 0); /* what stub 3 saw */
     ck_assert(pm__ranges_untake(t, 0, 1, 4)); /* stub 0's first chunk ran long */
     pm__task_unready_drained(t);              /* stub 3, late */
@@ -265,12 +273,7 @@ START_TEST(batch_given_back_relists_task)
     pm__task_t *t = make_task(16, PM_SCHED_PULL); /* shares of 4 chunks */
     t->run_kinds = 1u;                            /* CPU stubs run it */
     uint64_t c;
-    ck_assert(pm__ranges_take_own(t, 0, &c));
-    ck_assert_uint_eq(c, 0);
-    ck_assert_uint_eq(pm__ranges_extend(t, 0, 1, 3), 3); /* a batch of 4 */
-    for (int s = 1; s < NSTUBS; s++)
-        while (t->policy->take(t, s, &c))
-            ;
+    last_chunks_in_a_batch(t);
     ck_assert_uint_eq(t->policy->left(t), 0); /* the batch holds the last chunks */
     ck_assert_int_eq(__atomic_load_n(&t->listed, __ATOMIC_RELAXED), 0); /* off the lists */
     ck_assert(pm__stub_give_back(t, 0, 1, 4));
