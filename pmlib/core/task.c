@@ -921,9 +921,11 @@ void pm__task_relist_locked(pm__task_t *t)
 }
 
 /* Takes t off the ready lists: by a caller holding the runtime lock, by
- * a stub that took its last chunk on one host, or once t has finished. Tasks go on the lists only under the runtime lock
- * and while they have work, so one found off them then stays off, and the
- * ready lock is not taken. */
+ * a stub that took its last chunk on one host, or once t has finished.
+ * Tasks go on the lists under the runtime lock while they have work, or
+ * back on them when a stub gives chunks of a batch back (one host, t
+ * running: pm__stub_give_back); so a finished task, or one of another
+ * host, found off them stays off, and the ready lock is not taken. */
 void pm__task_unready(pm__task_t *t)
 {
     if (!__atomic_load_n(&t->listed, __ATOMIC_ACQUIRE))
