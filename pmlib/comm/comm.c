@@ -231,8 +231,7 @@ void pm__comm_hand_over(void)
         return;
     double until = pm__now() + PM__HAND_OVER_MAX;
     do
-        if (pm__yield())
-            return;
+        pm__yield();
     while (atomic_load_explicit(&C.queued, memory_order_relaxed) && pm__now() < until);
 }
 

@@ -2,7 +2,8 @@
  * Range hand-out and stealing: every chunk of a task goes to exactly one
  * stub, whatever the interleaving; initial shares are contiguous and follow
  * the weights; idle stubs steal under pull and never under static; a task
- * seen drained stays on the ready lists while chunks were given back. Between
+ * seen drained stays on the ready lists while chunks were given back, and
+ * one that left them goes back on when a batch is given back. Between
  * hosts, shares and grants follow speed and the cost of moving data, the
  * learned overhead of involving a host resists spikes, and a task's bytes
  * per chunk come from its subscriptions.
