@@ -123,6 +123,15 @@ static void on_pong(int src, pm__rbuf_t *m)
     pm__comm_recv_bulk(m, segs, nseg, reply_landed, NULL);
 }
 
+static bool reply_in(const void *arg)
+{
+    (void)arg;
+    if (atomic_load(&landed))
+        return true;
+    pm__comm_poll();
+    return atomic_load(&landed);
+}
+
 static void pm_request(uint64_t n)
 {
     pm__wbuf_t b = {0};
@@ -130,12 +139,10 @@ static void pm_request(uint64_t n)
     atomic_store(&landed, 0);
     pm__comm_expect(1);
     pm__comm_send(0, PM__TAG_PING, &b);
-    /* As a stub waits for its inputs: a short spin, making progress itself
-     * where ranks have one core each (pm__comm_poll), then sleep. */
-    double t0 = pm__now();
-    while (!atomic_load(&landed) && pm__now() - t0 < 50e-6)
-        if (pm__comm_poll() == 0)
-            sched_yield();
+    /* As a stub waits for its inputs: a short spell polling, making
+     * progress itself where ranks have one core each (pm__comm_poll), then
+     * sleep. */
+    pm__comm_spin(reply_in, NULL, pm__rt.spin_ns);
     pthread_mutex_lock(&lock);
     while (!atomic_load(&landed))
         pthread_cond_wait(&cv, &lock);

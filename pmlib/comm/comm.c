@@ -635,6 +635,12 @@ static int stub_round(bool wait_for_queued)
     return work;
 }
 
+bool pm__comm_spin(bool (*done)(const void *arg), const void *arg, uint64_t ns)
+{
+    return atomic_load_explicit(&C.stub_polls, memory_order_relaxed) ? pm__spin_self(done, arg, ns)
+                                                                      : pm__spin_for(done, arg, ns);
+}
+
 int pm__comm_poll(void)
 {
     return atomic_load_explicit(&C.stub_polls, memory_order_acquire) ? stub_round(false) : 0;

@@ -756,6 +756,11 @@ extern _Thread_local pm__stub_t *pm__self_stub;
 bool pm__spin_until(bool (*done)(const void *arg), const void *arg);
 /* The same for at most ns nanoseconds. */
 bool pm__spin_for(bool (*done)(const void *arg), const void *arg, uint64_t ns);
+/* The same for a `done` that makes the comm thread's progress itself
+ * (pm__comm_spin): the caller yields the core only every few tens of
+ * microseconds, since the comm thread it would yield to has nothing to do
+ * that the caller does not. */
+bool pm__spin_self(bool (*done)(const void *arg), const void *arg, uint64_t ns);
 /* Yields the core; true when the yield came back a time slice later
  * (another thread had the core). When such yields come while this
  * process gets far less CPU than its share of the cores (other programs

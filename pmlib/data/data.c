@@ -958,7 +958,7 @@ static int fetch_wait(pm__fetch_t *f)
 {
     int status = 0;
     while (f != NULL) {
-        pm__spin_until(fetch_done, f);
+        pm__comm_spin(fetch_done, f, pm__rt.spin_ns);
         pthread_mutex_lock(&f->lock);
         while (!f->done)
             pthread_cond_wait(&f->cv, &f->lock);

@@ -463,7 +463,7 @@ static pm__task_t *idle(pm__stub_t *s, uint64_t wait_ns)
         /* Poked: the poker took it off the pollers, so no lock is needed
          * (many stubs poked at once would queue for it). */
         poll_wait_t w = {s, gen};
-        bool done = pm__rt.nhosts > 1 ? pm__spin_for(poked_or_news, &w, spell) : pm__spin_for(poked, s, spell);
+        bool done = pm__rt.nhosts > 1 ? pm__comm_spin(poked_or_news, &w, spell) : pm__spin_for(poked, s, spell);
         if (done && atomic_load_explicit(&s->poke, memory_order_acquire))
             return s->handed;
         pthread_mutex_lock(&pm__rt.ready_lock);
