@@ -50,8 +50,9 @@ void pm__comm_hand_over(void);
  * does it. Call it holding no lock. */
 int pm__comm_poll(void);
 /* pm__spin_for for a `done` that calls pm__comm_poll: where that makes
- * progress, the caller does the comm thread's work and yields the core to
- * it only now and then (pm__spin_self). */
+ * progress and the launcher bound the rank to cores of its own, the caller
+ * does the comm thread's work and yields the core to it only now and then
+ * (pm__spin_self). */
 bool pm__comm_spin(bool (*done)(const void *arg), const void *arg, uint64_t ns);
 /* In a message handler: how long before the round that received the
  * message the one before it ended (0 while rounds follow each other; the

@@ -780,15 +780,32 @@ bool pm__yield_took(double at, double took, double (*cpu)(void));
 extern pm__runtime_t pm__rt;
 /* PMLIB_CHECK: subtasks see only their subscribed bytes (exec/check.c). */
 extern int pm__check_mode;
+/* Cores of this rank that no thread of it needs now: beside the program's
+ * core, those the stubs awake leave (the comm thread may run on one). */
+static inline int pm__stubs_spare(void)
+{
+    int awake = pm__rt.nstubs - atomic_load_explicit(&pm__rt.parked[0], memory_order_relaxed) -
+                atomic_load_explicit(&pm__rt.parked[1], memory_order_relaxed);
+    return atomic_load_explicit(&pm__rt.spin_room, memory_order_relaxed) - awake;
+}
+
 /* Stubs that may still become awake (busy or polling) without taking the
  * program's core: the cores of this rank less one, less the stubs not
  * asleep; below 0 when more are awake than fit. */
 static inline int pm__stubs_poll_room(void)
 {
-    int awake = pm__rt.nstubs - atomic_load_explicit(&pm__rt.parked[0], memory_order_relaxed) -
-                atomic_load_explicit(&pm__rt.parked[1], memory_order_relaxed);
     int lent = atomic_load_explicit(&pm__rt.program_asleep, memory_order_relaxed) > 0;
-    return atomic_load_explicit(&pm__rt.spin_room, memory_order_relaxed) + lent - awake;
+    return pm__stubs_spare() + lent;
+}
+
+/* A polling thread's pause between looks (no system call). */
+static inline void pm__cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
 }
 
 /* This host's chunks per second in task t, summed over the stubs that timed
