@@ -784,7 +784,9 @@ extern int pm__check_mode;
  * core, those the stubs awake leave (the comm thread may run on one). */
 static inline int pm__stubs_spare(void)
 {
-    int awake = pm__rt.nstubs - atomic_load_explicit(&pm__rt.parked[0], memory_order_relaxed) -
+    /* The comm thread asks too, until pm_finalize has stopped the stubs. */
+    int awake = __atomic_load_n(&pm__rt.nstubs, __ATOMIC_RELAXED) -
+                atomic_load_explicit(&pm__rt.parked[0], memory_order_relaxed) -
                 atomic_load_explicit(&pm__rt.parked[1], memory_order_relaxed);
     return atomic_load_explicit(&pm__rt.spin_room, memory_order_relaxed) - awake;
 }

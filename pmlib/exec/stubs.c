@@ -761,5 +761,5 @@ void pm__stubs_stop(void)
     free(pm__rt.spinners[0]);
     pm__rt.stubs = NULL;
     pm__rt.spinners[0] = pm__rt.spinners[1] = NULL;
-    pm__rt.nstubs = 0;
+    __atomic_store_n(&pm__rt.nstubs, 0, __ATOMIC_RELAXED); /* the comm thread reads it */
 }
