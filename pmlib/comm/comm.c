@@ -670,10 +670,11 @@ static int stub_round(bool wait_for_queued)
     return work;
 }
 
-/* Only where the rank has cores of its own: unbound, a stub that kept its
- * core for 20 us could keep it from another rank's comm thread (2 ranks
- * on 2 cores, unbound: half the runs of bench/transport moved 64 KiB at
- * 21% of MPI's rate, 57 to 64% yielding at every look). */
+/* Only where the rank has cores of its own: unbound, a stub that keeps its
+ * core for 20 us may keep it from another rank's comm thread (2 ranks on
+ * 2 cores, unbound: in one sample half the runs of bench/transport moved
+ * 64 KiB at 21% of MPI's rate, against 57 to 64% yielding at every look;
+ * in another the rule did better; bound, it did better in every one). */
 bool pm__comm_spin(bool (*done)(const void *arg), const void *arg, uint64_t ns)
 {
     return atomic_load_explicit(&C.stub_polls, memory_order_relaxed) && C.own_cores
