@@ -6,7 +6,7 @@ set -uo pipefail
 
 usage() {
     cat <<'EOF'
-usage: bench/hosts.sh [--gpu] [--stubs N] [--rounds R] [--quick]
+usage: bench/hosts.sh [--gpu] [--stubs N] [--rounds R] [--bind] [--quick]
 
 Runs, from the top of the build tree, each sample app once on one host and
 once on two (mpiexec -n 2), best of its --runs where it has them, and prints
@@ -28,11 +28,16 @@ that (column "2 / host 0 alone").
 --rounds R runs the three configurations of each row R times, one after
         the other in turn, and reports the median of each (default 1): on a
         busy or small machine one run of each is often not enough to tell.
+--bind binds each of the 2 ranks to cores of its own, N each (mpiexec
+        --map-by slot:PE=N --bind-to core; mpiexec binds 2 ranks to a core
+        each by default); without it they are left unbound (--bind-to
+        none) and share all the cores. CPU runs only.
 --quick uses small sizes (a smoke test of the script).
 EOF
 }
 
 gpu=0
+bind=0
 quick=0
 stubs=1
 rounds=1
@@ -40,6 +45,7 @@ while [ $# -gt 0 ]; do
     case $1 in
     --gpu) gpu=1 ;;
     --quick) quick=1 ;;
+    --bind) bind=1 ;;
     --stubs)
         shift
         case ${1:-} in ''|*[!0-9]*|0) echo "hosts.sh: --stubs needs a positive number (see --help)" >&2; exit 2 ;; esac
@@ -55,7 +61,15 @@ while [ $# -gt 0 ]; do
 done
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 MPIEXEC=${MPIEXEC:-mpiexec}
-mpi2() { "$MPIEXEC" --oversubscribe --bind-to none -n 2 "$@"; }
+if [ "$bind" = 1 ] && [ "$gpu" = 1 ]; then
+    echo "hosts.sh: --bind is for CPU runs (the GPU runs leave the ranks unbound)" >&2
+    exit 2
+fi
+if [ "$bind" = 1 ]; then
+    mpi2() { "$MPIEXEC" --oversubscribe --map-by "slot:PE=$stubs" --bind-to core -n 2 "$@"; }
+else
+    mpi2() { "$MPIEXEC" --oversubscribe --bind-to none -n 2 "$@"; }
+fi
 
 for p in bench/transport apps/fft2d/fft2d apps/pagerank/pagerank apps/matmul/matmul apps/nbody/nbody; do
     [ -x "$p" ] || { echo "hosts.sh: $p is not built; run make first" >&2; exit 2; }
