@@ -200,7 +200,11 @@ static void usage(void)
            "8 bytes, the round trip in microseconds. --compress sends pmlib's\n"
            "payloads with compression on (the buffer holds a compressible pattern).\n"
            "--pieces P (1 to %d) makes each of pmlib's payloads P pieces of equal\n"
-           "size, a piece apart on both hosts (MPI still moves one piece).\n",
+           "size, a piece apart on both hosts (MPI still moves one piece).\n"
+           "Host 1 waits for each reply as a stub waits for its inputs. Ranks that\n"
+           "mpiexec binds to cores of their own (its default for 2 ranks) and\n"
+           "unbound ones (--bind-to none) wait differently where a rank has one\n"
+           "core: doc/design-notes.md, \"The transport\".\n",
            MAX_PIECES);
 }
 
