@@ -459,10 +459,11 @@ void pm__task_ready_locked(pm__task_t *t);
 /* A polling CPU stub is worth poking for this much work: it starts within
  * a fraction of a microsecond. A task with less in all runs on one stub. */
 #define PM__POKE_WORTH_NS 2000.0
-/* A stub's chunk of t took chunk_ns: if that is long enough to be worth
- * handing work to more stubs and chunks are left, pokes polling stubs of
- * its kind and wakes parked ones (ready lists engage fewer stubs for tasks
- * the model deems short). */
+/* A stub's chunk of t took chunk_ns: if the chunks left are worth more
+ * stubs at that time each (a chunk or PM__POKE_WORTH_NS of work a stub
+ * besides the caller), pokes polling stubs of its kind and wakes parked
+ * ones (ready lists engage fewer stubs for tasks the model deems short).
+ * chunk_ns is one chunk's time, not a batch's. */
 void pm__task_wake_more(pm__task_t *t, pm_device_kind_t kind, uint64_t chunk_ns);
 /* Every stub of kind k (0 CPU, 1 GPU) was just woken: they are on their
  * way, so a stub that declines a chunk for them (the decliner's rule,

@@ -816,22 +816,33 @@ static uint64_t cpu_stubs_worth(const pm__task_t *t, double ns, double worth_ns)
     return stubs < (double)t->nchunks ? (uint64_t)stubs : t->nchunks;
 }
 
+/* Stubs besides the caller worth engaging for `left` chunks of chunk_ns
+ * each: one per chunk once a chunk alone is worth a stub, else one per
+ * worth_ns of the work left, less the caller, which runs its share. */
+static uint64_t more_stubs(uint64_t left, uint64_t chunk_ns, double worth_ns)
+{
+    if ((double)chunk_ns >= worth_ns)
+        return left;
+    double n = (double)left * (double)chunk_ns / worth_ns;
+    return n >= 2 ? (uint64_t)n - 1 : 0;
+}
+
 void pm__task_wake_more(pm__task_t *t, pm_device_kind_t kind, uint64_t chunk_ns)
 {
     const int k = kind == PM_DEVICE_GPU;
     int parked = atomic_load_explicit(&pm__rt.parked[k], memory_order_relaxed);
-    bool poke = chunk_ns >= PM__POKE_WORTH_NS &&
-                (atomic_load_explicit(&pm__rt.nspin[k], memory_order_relaxed) > 0 ||
-                 (parked > 0 && pm__rt.spin_ns > 0 && pm__stubs_poll_room() > 0));
-    bool wake = chunk_ns >= PM__WAKE_WORTH_NS && parked > 0;
-    if (!poke && !wake)
+    bool may_poke = atomic_load_explicit(&pm__rt.nspin[k], memory_order_relaxed) > 0 ||
+                    (parked > 0 && pm__rt.spin_ns > 0 && pm__stubs_poll_room() > 0);
+    if (!may_poke && parked == 0)
         return;
     uint64_t left = t->policy->left(t);
-    if (left == 0)
+    uint64_t poke = may_poke ? more_stubs(left, chunk_ns, PM__POKE_WORTH_NS) : 0;
+    uint64_t wake = parked > 0 ? more_stubs(left, chunk_ns, PM__WAKE_WORTH_NS) : 0;
+    if (poke == 0 && wake == 0)
         return;
     wake_t w = {0};
     pthread_mutex_lock(&pm__rt.ready_lock);
-    wake_stubs_locked(&w, k, poke ? left : 0, wake ? left : 0, t);
+    wake_stubs_locked(&w, k, poke, wake, t);
     pthread_mutex_unlock(&pm__rt.ready_lock);
     wake_send(&w);
 }

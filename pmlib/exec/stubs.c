@@ -178,7 +178,7 @@ static uint64_t run_batch(pm__stub_t *s, pm__task_t *t, uint64_t k, uint64_t nk,
         return 1;
     uint64_t took = (uint64_t)((pm__now() - t0) * 1e9);
     if (took > PM__BATCH_LONG * guess_ns && pm__stub_give_back(t, s->index, k + 1, k + nk)) {
-        pm__task_wake_more(t, s->ops->kind, took * nk);
+        pm__task_wake_more(t, s->ops->kind, took);
         return 1;
     }
     for (uint64_t i = 1; i < nk; i++)
@@ -342,7 +342,7 @@ static void run_loop(pm__stub_t *s, pm__task_t *t, uint64_t k)
             if (least != UINT64_MAX && (t1 - t0) * 1e9 > 4.0 * (double)least)
                 pm__guard_note_slow(s);
         }
-        pm__task_wake_more(t, s->ops->kind, (uint64_t)((t1 - t0) * 1e9));
+        pm__task_wake_more(t, s->ops->kind, (uint64_t)((t1 - t0) * 1e9 / (double)nk));
         pm__trace_span(s->index, PM__TRACE_CHUNK, t->seq, k, t0, t1);
         if (t->running != NULL) {
             atomic_store(&t->running[s->index], UINT64_MAX);

@@ -289,15 +289,17 @@ static int pull_init(pm__task_t *t, int nstubs)
     bool cpu_only, one_device;
     double least;
     model_view(t, nstubs, &cpu_only, &one_device, &least);
-    /* A task on one host whose whole work is less than a second stub is
-     * worth (core/task.c pokes none for it) starts as one pool the first
-     * stub takes whole: split into shares, that stub stole the rest of the
-     * other shares piece by piece (16 empty subtasks: 4 steals). So does a
-     * task of one chunk for stubs of one device: any of them may take it,
-     * and shares would only cost their setting up. */
+    /* A task on one host whose whole work is worth fewer stubs than the
+     * host has (core/task.c engages one per PM__POKE_WORTH_NS of it)
+     * starts as one pool the first stub takes whole, and the stubs engaged
+     * steal halves from it: split into a share per stub, the few stubs
+     * engaged stole the others' shares piece by piece (16 empty subtasks
+     * on 2 stubs: 4 steals; on 31 stubs: 13 a task, 14 us a task). So does
+     * a task of one chunk for stubs of one device: any of them may take
+     * it, and shares would only cost their setting up. */
     const uint64_t n = t->hi - t->lo;
     const bool pooled = pm__rt.nhosts == 1 && n > 0 && cpu_only && one_device &&
-                        (n == 1 || (least > 0 && least * (double)n < PM__POKE_WORTH_NS));
+                        (n == 1 || (least > 0 && least * (double)n < PM__POKE_WORTH_NS * (double)pm__rt.ncpu));
     int probe = -1, rc;
     bool in_place = writes_in_place(t);
     if (pooled) {

@@ -11,6 +11,9 @@ size_t pm__ranges_space(int nstubs)
            (size_t)nstubs * sizeof(atomic_uchar);
 }
 
+/* Slots whose use a task's plan tracks (struct pm__sched_state.used). */
+#define PM__USED_BITS 64
+
 /*
  * Slots are set up lazily: ranges_init writes the slots of stubs with a
  * share (and those an earlier init of the task wrote), and a slot whose
@@ -20,7 +23,15 @@ size_t pm__ranges_space(int nstubs)
  * unlocked, since a block is reused only once no thread holds its task.
  * Readers without the lock see gen after lo and hi (release, acquire).
  */
-static pm__range_slot_t *lock_slot(const struct pm__sched_state *st, int s)
+/* Slot s is about to hold chunks (every path that puts some in a slot
+ * calls it, before the chunks are there). */
+static void mark_used(struct pm__sched_state *st, int s)
+{
+    if (s < PM__USED_BITS)
+        atomic_fetch_or_explicit(&st->used, (uint_fast64_t)1 << s, memory_order_release);
+}
+
+static pm__range_slot_t *lock_slot(struct pm__sched_state *st, int s)
 {
     pm__range_slot_t *r = &st->slot[s];
     pm__lock(&r->lock);
@@ -111,6 +122,7 @@ static int init_shares(pm__task_t *t, int nstubs, const double *weight, bool equ
          * read only then: a first plan reads no slot it gives nothing. */
         pm__range_slot_t *r = &st->slot[s];
         if (hi > lo || (again && atomic_load_explicit(&r->gen, memory_order_relaxed) == st->gen)) {
+            mark_used(st, s);
             atomic_store_explicit(&r->lock.held, 0, memory_order_relaxed);
             atomic_store_explicit(&r->lo, lo, memory_order_relaxed);
             atomic_store_explicit(&r->hi, hi, memory_order_relaxed);
@@ -181,6 +193,7 @@ static bool take_spare(struct pm__sched_state *st, int stub)
         atomic_load_explicit(&r->lo, memory_order_relaxed) >=
             atomic_load_explicit(&r->hi, memory_order_relaxed)) {
         uint64_t lo = st->spare[st->nspare - 1][0], hi = st->spare[--st->nspare][1];
+        mark_used(st, stub);
         atomic_store_explicit(&r->lo, lo, memory_order_relaxed);
         atomic_store_explicit(&r->hi, hi, memory_order_relaxed);
         atomic_fetch_sub(&st->spare_chunks, hi - lo);
@@ -240,19 +253,30 @@ bool pm__ranges_untake(pm__task_t *t, int stub, uint64_t lo, uint64_t hi)
     return back;
 }
 
-/* The stub with the most chunks left, other than `self` (-1: any). */
+/* The stub with the most chunks left, other than `self` (-1: any): among
+ * the slots marked used, and every slot past those the bits track. */
 static int pick_victim(const struct pm__sched_state *st, int self)
 {
     int best = -1;
     uint64_t most = 0;
-    for (int s = 0; s < st->nstubs; s++) {
-        if (s == self)
-            continue;
-        uint64_t n = slot_span(st, s);
+    uint_fast64_t bits = atomic_load_explicit(&st->used, memory_order_acquire);
+    for (int s = 0; s < st->nstubs;) {
+        if (s < PM__USED_BITS) {
+            bits &= ~(uint_fast64_t)0 << s;
+            if (bits == 0) {
+                s = PM__USED_BITS;
+                continue;
+            }
+            s = __builtin_ctzll((unsigned long long)bits);
+            if (s >= st->nstubs)
+                break;
+        }
+        uint64_t n = s == self ? 0 : slot_span(st, s);
         if (n > most) {
             most = n;
             best = s;
         }
+        s++;
     }
     return best;
 }
@@ -260,6 +284,8 @@ static int pick_victim(const struct pm__sched_state *st, int self)
 bool pm__ranges_steal(pm__task_t *t, int stub, uint64_t *chunk)
 {
     struct pm__sched_state *st = t->sched;
+    if (atomic_load_explicit(&st->nleft, memory_order_relaxed) == 0)
+        return false;
     for (;;) {
         int v = pick_victim(st, stub);
         if (v < 0)
@@ -280,6 +306,8 @@ bool pm__ranges_steal(pm__task_t *t, int stub, uint64_t *chunk)
         pm__unlock(&vr->lock);
 
         pm__range_slot_t *own = lock_slot(st, stub);
+        if (take > 1)
+            mark_used(st, stub);
         atomic_store_explicit(&own->lo, first + 1, memory_order_relaxed);
         atomic_store_explicit(&own->hi, hi, memory_order_relaxed);
         pm__unlock(&own->lock);
@@ -340,6 +368,7 @@ void pm__ranges_install(pm__task_t *t, uint64_t lo, uint64_t hi)
             uint64_t b = atomic_load_explicit(&r->hi, memory_order_relaxed);
             bool ok = pass == 0 ? a >= b : (b == lo || a == hi);
             if (ok) {
+                mark_used(st, s);
                 atomic_store_explicit(&r->lo, a < b && a < lo ? a : lo, memory_order_relaxed);
                 atomic_store_explicit(&r->hi, a < b && b > hi ? b : hi, memory_order_relaxed);
             }

@@ -516,6 +516,66 @@ START_TEST(pull_gives_a_far_slower_device_nothing)
 }
 END_TEST
 
+/* A task worth fewer stubs than the host has (one per PM__POKE_WORTH_NS
+ * of its work) starts as one pool: the first stub takes it whole and
+ * another steals half, where shares would leave a chunk or two with stubs
+ * that were never engaged; a task worth every stub gets equal shares. */
+START_TEST(pull_pools_a_task_worth_fewer_stubs_than_the_host_has)
+{
+    pm__stub_t cores[NSTUBS]; /* the model sees one device */
+    for (int i = 0; i < NSTUBS; i++)
+        cores[i] = (pm__stub_t){.index = i, .ops = &pm__cpu_ops, .speed = 1.0};
+    pm__model_t *m = pm__model_create("pull-pool", cores, NSTUBS);
+    pm__model_note(m, 1, 1, 200, 0, 0); /* 200 ns per subtask */
+    const int ncpu = pm__rt.ncpu, nhosts = pm__rt.nhosts;
+    pm__rt.ncpu = NSTUBS;
+    pm__rt.nhosts = 1;
+    /* 16 chunks: 3.2 us of work, under a stub's worth on each of 4 stubs. */
+    pm__task_t *t = make_task(16, m);
+    for (int s = 0; s < NSTUBS; s++)
+        ck_assert_uint_eq(atomic_load(&t->sched->slot[s].hi), atomic_load(&t->sched->slot[s].lo));
+    uint64_t c, got[NSTUBS] = {0}, seen = 0;
+    ck_assert(t->policy->take(t, 2, &c));
+    seen |= 1ull << c;
+    ck_assert_uint_eq(atomic_load(&t->sched->slot[2].hi) - atomic_load(&t->sched->slot[2].lo), 15);
+    ck_assert(t->policy->take(t, 0, &c)); /* steals the back half of stub 2's */
+    seen |= 1ull << c;
+    ck_assert_uint_eq(atomic_load(&t->sched->slot[2].hi) - atomic_load(&t->sched->slot[2].lo), 8);
+    ck_assert_uint_eq(atomic_load(&t->sched->slot[0].hi) - atomic_load(&t->sched->slot[0].lo), 6);
+    for (int i = 0; i < 8; i++) { /* stub 2 runs its own */
+        ck_assert(t->policy->take(t, 2, &c));
+        seen |= 1ull << c;
+    }
+    /* Stub 3 finds what stub 0's steal put in its slot. */
+    ck_assert(t->policy->take(t, 3, &c));
+    seen |= 1ull << c;
+    ck_assert_uint_eq(atomic_load(&t->sched->slot[0].hi) - atomic_load(&t->sched->slot[0].lo), 3);
+    for (int idle = 0; idle < NSTUBS;) {
+        idle = 0;
+        for (int s = 0; s < NSTUBS; s++) {
+            if (t->policy->take(t, s, &c)) {
+                ck_assert_uint_eq(seen & (1ull << c), 0);
+                seen |= 1ull << c;
+                got[s]++;
+            } else {
+                idle++;
+            }
+        }
+    }
+    ck_assert_uint_eq(seen, 0xffffu);
+    ts_free(t);
+    /* 1000 chunks: 200 us, worth every stub: a share each. */
+    t = make_task(1000, m);
+    for (int s = 0; s < NSTUBS; s++)
+        ck_assert_uint_eq(atomic_load(&t->sched->slot[s].hi) - atomic_load(&t->sched->slot[s].lo), 250);
+    ts_free(t);
+    pm__rt.ncpu = ncpu;
+    pm__rt.nhosts = nhosts;
+    ck_assert_int_eq(setenv("PMLIB_MODEL_DIR", "off", 1), 0);
+    pm__model_destroy(m);
+}
+END_TEST
+
 /* A stub declines a chunk because faster stubs will take it; but if those
  * are asleep without having looked at the task (they were not woken for
  * it), nobody would: the decliner must take the chunk after all. */
@@ -693,6 +753,7 @@ int main(void)
     tcase_add_test(tp, pull_gives_a_far_slower_device_nothing);
     tcase_add_test(tp, pull_never_leaves_chunks_nobody_takes);
     tcase_add_test(tp, pull_one_slow_chunk_is_no_evidence);
+    tcase_add_test(tp, pull_pools_a_task_worth_fewer_stubs_than_the_host_has);
     tcase_add_test(tp, pull_weighs_every_stub_with_its_copy_back);
     tcase_add_test(tp, pull_unknown_cpus_leave_short_tasks_to_the_gpu);
     tcase_add_test(tp, pull_unknown_cpus_start_with_no_share);
