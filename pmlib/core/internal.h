@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <math.h>
 
 #include "pmlib.h"
 
@@ -456,11 +457,13 @@ pm__task_t *pm__task_find_locked(uint64_t seq);
 /* Ready lists (runtime lock): a task with chunks stubs may take is on the
  * list of each device kind that may run it; stubs look only there. */
 void pm__task_ready_locked(pm__task_t *t);
-/* A polling CPU stub is worth poking for this much work: it starts within
- * a fraction of a microsecond. A task with less in all runs on one stub. */
+/* A polling CPU stub is worth poking for this much work on a host of two
+ * cores: it starts within a fraction of a microsecond. A task with less
+ * in all runs on one stub. pm__poke_worth_ns() scales it to the host. */
 #define PM__POKE_WORTH_NS 2000.0
+static inline double pm__poke_worth_ns(void);
 /* A stub's chunk of t took chunk_ns: if the chunks left are worth more
- * stubs at that time each (a chunk or PM__POKE_WORTH_NS of work a stub
+ * stubs at that time each (a chunk or pm__poke_worth_ns() of work a stub
  * besides the caller), pokes polling stubs of its kind and wakes parked
  * ones (ready lists engage fewer stubs for tasks the model deems short).
  * chunk_ns is one chunk's time, not a batch's. */
@@ -779,6 +782,22 @@ bool pm__contended(double now);
 bool pm__yield_took(double at, double took, double (*cpu)(void));
 
 extern pm__runtime_t pm__rt;
+
+/*
+ * Work a polling CPU stub is worth poking for on this host: 2 us on two
+ * cores, times the square root of the cores over two (8 us on 32). A
+ * second stub on a task makes both miss on the lines they share (the
+ * task's counters, the stolen range, the end), and on a larger machine
+ * each miss costs more (a line's round trip between two cores: 140 ns on
+ * a 2-core machine, 220 to 350 ns on the 32-core GPU host) and more go through
+ * the ready lock as they go idle. Measured on the 32-core host, chains of
+ * tasks of 16 empty subtasks: 6.3 to 6.9 us a task with stubs worth 2
+ * us, 3.7 to 4.0 with 4, 3.1 to 3.3 with 8, 2.7 to 3.3 with 16.
+ */
+static inline double pm__poke_worth_ns(void)
+{
+    return pm__rt.ncpu > 2 ? PM__POKE_WORTH_NS * sqrt((double)pm__rt.ncpu / 2) : PM__POKE_WORTH_NS;
+}
 /* PMLIB_CHECK: subtasks see only their subscribed bytes (exec/check.c). */
 extern int pm__check_mode;
 /* Cores of this rank that no thread of it needs now: beside the program's

@@ -836,7 +836,7 @@ void pm__task_wake_more(pm__task_t *t, pm_device_kind_t kind, uint64_t chunk_ns)
     if (!may_poke && parked == 0)
         return;
     uint64_t left = t->policy->left(t);
-    uint64_t poke = may_poke ? more_stubs(left, chunk_ns, PM__POKE_WORTH_NS) : 0;
+    uint64_t poke = may_poke ? more_stubs(left, chunk_ns, pm__poke_worth_ns()) : 0;
     uint64_t wake = parked > 0 ? more_stubs(left, chunk_ns, PM__WAKE_WORTH_NS) : 0;
     if (poke == 0 && wake == 0)
         return;
@@ -897,7 +897,7 @@ void pm__task_ready_locked(pm__task_t *t)
             poke = wake = t->nchunks;
         } else if ((t->every_kind >> k) & 1u) {
             double ns = k == 0 && t->nchunks > 1 ? pm__hooks.model_ns(t->cbs.model, PM_DEVICE_CPU, NULL) : 0;
-            poke = k == 0 ? cpu_stubs_worth(t, ns, PM__POKE_WORTH_NS) : t->nchunks;
+            poke = k == 0 ? cpu_stubs_worth(t, ns, pm__poke_worth_ns()) : t->nchunks;
             wake = k == 0 ? cpu_stubs_worth(t, ns, PM__WAKE_WORTH_NS) : t->nchunks;
             /* A stub that made t ready (it finished what t waited for)
              * looks for work next and finds t: one stub fewer to engage,

@@ -290,7 +290,7 @@ static int pull_init(pm__task_t *t, int nstubs)
     double least;
     model_view(t, nstubs, &cpu_only, &one_device, &least);
     /* A task on one host whose whole work is worth fewer stubs than the
-     * host has (core/task.c engages one per PM__POKE_WORTH_NS of it)
+     * host has (core/task.c engages one per pm__poke_worth_ns() of it)
      * starts as one pool the first stub takes whole, and the stubs engaged
      * steal halves from it: split into a share per stub, the few stubs
      * engaged stole the others' shares piece by piece (16 empty subtasks
@@ -299,7 +299,7 @@ static int pull_init(pm__task_t *t, int nstubs)
      * it, and shares would only cost their setting up. */
     const uint64_t n = t->hi - t->lo;
     const bool pooled = pm__rt.nhosts == 1 && n > 0 && cpu_only && one_device &&
-                        (n == 1 || (least > 0 && least * (double)n < PM__POKE_WORTH_NS * (double)pm__rt.ncpu));
+                        (n == 1 || (least > 0 && least * (double)n < pm__poke_worth_ns() * (double)pm__rt.ncpu));
     int probe = -1, rc;
     bool in_place = writes_in_place(t);
     if (pooled) {
