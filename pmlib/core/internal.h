@@ -698,6 +698,7 @@ typedef struct pm__runtime {
     int ncpu_set; /* PMLIB_NCPU was given */
     pm__stub_t *stubs;
     size_t ranges_bytes;      /* a task's per-stub scheduling state (sched/ranges.h) */
+    size_t ranges_slots;      /* of which its per-stub slots, first */
     pm_sched_t default_sched;
 
     uint64_t spin_ns;         /* PMLIB_SPIN_US: how long idle threads poll */

@@ -430,9 +430,13 @@ static pm__task_t *block_get(int nmem)
     if (b != NULL && !fresh) { /* its per-stub lines hold an older gen: they read as empty */
         size_t head = head_bytes(nmem);
         memset(b, 0, head);
-        if (next != NULL) { /* not the stubs' counters: their stubs write them */
+        /* Not the stubs' counters nor their slots of the plan: stubs
+         * write them (a pooled task's plan writes no slot, and on 31
+         * stubs the slots were 31 of the 36 lines asked for). */
+        if (next != NULL) {
+            const size_t plan = head + counts_bytes() + pm__rt.ranges_slots;
             prefetch_lines(next, head);
-            prefetch_lines((char *)next + head + counts_bytes(), round64(pm__rt.ranges_bytes));
+            prefetch_lines((char *)next + plan, round64(pm__rt.ranges_bytes - pm__rt.ranges_slots));
         }
     }
     if (b == NULL && (b = pm__aligned_alloc(bytes)) != NULL)

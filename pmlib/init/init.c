@@ -144,6 +144,7 @@ int pm_init(int *argc, char ***argv)
     pm__rt.core_share = (double)online_cpus() / (pm__rt.local_size > 0 ? pm__rt.local_size : 1);
     rc = pm__stubs_start();
     pm__rt.ranges_bytes = pm__ranges_space(pm__rt.nstubs);
+    pm__rt.ranges_slots = (size_t)pm__rt.nstubs * sizeof(pm__range_slot_t);
     /* More busy threads than cores (stubs, the program's thread, other
      * ranks here): pollers yield their core while they wait. */
     pm__rt.crowded = (long)pm__rt.local_size * (pm__rt.nstubs + 1) > online_cpus();
