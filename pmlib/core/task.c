@@ -1087,6 +1087,11 @@ static void start_running_locked(pm__task_t *t, bool at_submit)
     if (pm__rt.nhosts > 1)
         pm__hooks.task_started(t);
     pm__task_ready_locked(t);
+    /* Tasks that wait for it are made ready at its end, and with many
+     * tasks in flight their blocks are out of every cache: asked for now,
+     * while it runs, they are in by then. */
+    for (int i = 0; i < t->ndependents && i < 2; i++)
+        prefetch_lines(t->dependents[i], sizeof(pm__task_t));
 }
 
 static void make_ready_locked(pm__task_t *t, bool at_submit)
