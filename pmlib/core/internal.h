@@ -790,10 +790,11 @@ extern pm__runtime_t pm__rt;
  * second stub on a task makes both miss on the lines they share (the
  * task's counters, the stolen range, the end), and on a larger machine
  * each miss costs more (a line's round trip between two cores: 140 ns on
- * a 2-core machine, 220 to 350 ns on the 32-core GPU host) and more go through
- * the ready lock as they go idle. Measured on the 32-core host, chains of
- * tasks of 16 empty subtasks: 6.3 to 6.9 us a task with stubs worth 2
- * us, 3.7 to 4.0 with 4, 3.1 to 3.3 with 8, 2.7 to 3.3 with 16.
+ * a 2-core machine, 220 to 350 ns on the 32-core GPU host) and more
+ * stubs go through the ready lock as they go idle. Measured on the
+ * 32-core host, chains of tasks of 16 empty subtasks: 6.3 to 6.9 us a
+ * task with stubs worth 2 us, 3.7 to 4.0 with 4, 3.1 to 3.3 with 8, 2.7
+ * to 3.3 with 16.
  */
 static inline double pm__poke_worth_ns(void)
 {

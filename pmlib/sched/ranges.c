@@ -14,6 +14,14 @@ size_t pm__ranges_space(int nstubs)
 /* Slots whose use a task's plan tracks (struct pm__sched_state.used). */
 #define PM__USED_BITS 64
 
+/* Slot s is about to hold chunks (every path that puts some in a slot
+ * calls it, before the chunks are there). */
+static void mark_used(struct pm__sched_state *st, int s)
+{
+    if (s < PM__USED_BITS)
+        atomic_fetch_or_explicit(&st->used, (uint_fast64_t)1 << s, memory_order_release);
+}
+
 /*
  * Slots are set up lazily: ranges_init writes the slots of stubs with a
  * share (and those an earlier init of the task wrote), and a slot whose
@@ -23,14 +31,6 @@ size_t pm__ranges_space(int nstubs)
  * unlocked, since a block is reused only once no thread holds its task.
  * Readers without the lock see gen after lo and hi (release, acquire).
  */
-/* Slot s is about to hold chunks (every path that puts some in a slot
- * calls it, before the chunks are there). */
-static void mark_used(struct pm__sched_state *st, int s)
-{
-    if (s < PM__USED_BITS)
-        atomic_fetch_or_explicit(&st->used, (uint_fast64_t)1 << s, memory_order_release);
-}
-
 static pm__range_slot_t *lock_slot(struct pm__sched_state *st, int s)
 {
     pm__range_slot_t *r = &st->slot[s];
