@@ -461,7 +461,6 @@ void pm__task_ready_locked(pm__task_t *t);
  * cores: it starts within a fraction of a microsecond. A task with less
  * in all runs on one stub. pm__poke_worth_ns() scales it to the host. */
 #define PM__POKE_WORTH_NS 2000.0
-static inline double pm__poke_worth_ns(void);
 /* A stub's chunk of t took chunk_ns: if the chunks left are worth more
  * stubs at that time each (a chunk or pm__poke_worth_ns() of work a stub
  * besides the caller), pokes polling stubs of its kind and wakes parked

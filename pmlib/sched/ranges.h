@@ -42,7 +42,7 @@ struct pm__sched_state {
     bool cpu_only;      /* only CPU stubs may run it */
     bool one_device;    /* and the model counts them as one device */
     double model_least; /* the model's shortest time per chunk of those stubs (0: none) */
-    /* Bit s: slot s may hold chunks of this task (set when a slot is first
+    /* Bit s: slot s may hold chunks of this task (set before a slot is
      * given some; slots from PM__USED_BITS on are not tracked). A thief
      * looks only at these: every other slot's line is of an older task,
      * out of its cache (31 stubs: a steal read 30 such lines). */
