@@ -465,7 +465,7 @@ typedef struct pm_task_stats {
     uint64_t bytes_home_received;     /**< ... the submitting host received */
     uint64_t bytes_host_sent_max;     /**< ... the host that sent the most sent */
     uint64_t bytes_host_received_max; /**< ... the host that received the most received */
-    uint64_t bytes_gpu_peer;  /**< GPU to GPU copies within a host (peer copies) */
+    uint64_t bytes_gpu_peer;  /**< GPU to GPU copies: within a host (peer copies) and between hosts of one machine (CUDA IPC) */
 } pm_task_stats_t;
 
 /** Fills `stats` for a finished task (PM_EBUSY while it runs). */

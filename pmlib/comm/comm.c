@@ -815,6 +815,7 @@ void pm__comm_stop(void)
 void pm__comm_finalize(void)
 {
     pm__comm_stop();
+    pm__shm_fini();
     free(C.fl);
     free(C.last_heard);
     free(pm__hosts);

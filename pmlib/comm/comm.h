@@ -122,5 +122,12 @@ void pm__comm_on_host_lost(void (*fn)(int dead));
 void *pm__shm_create(size_t bytes, int *fd);
 void *pm__shm_map(int fd, size_t bytes);
 void pm__shm_free(void *p, size_t bytes, int fd);
+/* The machine's table: PM__SHM_TABLE_BYTES, zeroed at start-up, that every
+ * host of this machine maps while memories are shared (NULL otherwise);
+ * data/node.c keeps what the GPUs' mirrors hold there. Unmapped by
+ * pm__shm_fini, after the stubs have stopped. */
+enum { PM__SHM_TABLE_BYTES = 1 << 20 };
+void *pm__shm_table(void);
+void pm__shm_fini(void);
 
 #endif /* PMLIB_COMM_COMM_H */

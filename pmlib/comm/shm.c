@@ -9,6 +9,9 @@
  * probe at start-up decides, for the whole job, whether memories are
  * shared: every host must map a file host 0 made and read what host 0
  * wrote in it. PMLIB_SHM=0 on any host turns sharing off for the job.
+ * The probe's file stays mapped on every host as the machine's table
+ * (pm__shm_table), where the GPUs of the hosts say what their mirrors hold
+ * (data/node.c).
  */
 #define _GNU_SOURCE
 #include "comm/transport.h"
@@ -23,8 +26,11 @@
 
 static struct {
     bool on;
-    pid_t pid0; /* host 0's process */
+    pid_t pid0;  /* host 0's process */
+    void *probe; /* the probe's file, mapped while the job runs */
 } S;
+
+enum { TABLE_AT = 4096, PROBE = TABLE_AT + PM__SHM_TABLE_BYTES };
 
 /* A memory file of `bytes` mapped here, or NULL (*fd -1). */
 static void *create(size_t bytes, int *fd)
@@ -76,7 +82,6 @@ static void raise_fd_limit(void)
 
 void pm__shm_probe(void)
 {
-    enum { PROBE = 4096 };
     int n = pm__rt.nhosts, lsize = 1;
     MPI_Comm local;
     MPI_Comm_split_type(pm__bulk_comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local);
@@ -105,23 +110,36 @@ void pm__shm_probe(void)
     if (ok && pm__rt.host != 0) {
         void *p = map_peer((pid_t)id.pid, (int)id.fd, PROBE);
         uint64_t v = 0;
-        if (p != NULL) {
+        if (p != NULL)
             memcpy(&v, p, sizeof v);
-            munmap(p, PROBE);
-        }
         ok = v == id.magic;
+        mine = p;
     }
     MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, pm__bulk_comm);
-    if (mine != NULL) {
-        munmap(mine, PROBE);
-        close((int)id.fd);
-    }
+    if (pm__rt.host == 0 && mine != NULL)
+        close((int)id.fd); /* every host has mapped it: the mappings keep it */
     S.on = all != 0;
     S.pid0 = (pid_t)id.pid;
+    S.probe = mine;
+    if (!S.on)
+        pm__shm_fini();
     if (S.on && pm__rt.host == 0) {
         raise_fd_limit();
         pm__debug("memories: the %d hosts of this machine share host 0's memories in place", n);
     }
+}
+
+void *pm__shm_table(void)
+{
+    return S.on && S.probe != NULL ? (char *)S.probe + TABLE_AT : NULL;
+}
+
+void pm__shm_fini(void)
+{
+    if (S.probe != NULL)
+        munmap(S.probe, PROBE);
+    S.probe = NULL;
+    S.on = false;
 }
 
 void *pm__shm_create(size_t bytes, int *fd)

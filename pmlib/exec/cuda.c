@@ -385,10 +385,13 @@ static int close_all(run_t *r, slot_t *sl, pm__subs_view_t v)
         if (dev != NULL && !u->sent)
             rc = pm__cu_copy_out(r, sl, dev, r->t->mems[m]->data, r->pinned[m],
                           (parts_t){v.r, v.n, m, PM_WRITE}, true);
-        if (dev != NULL && u->kind == USE_MIRROR)
+        if (dev != NULL && u->kind == USE_MIRROR) {
             for (uint32_t i = 0; i < v.n && rc == 0; i++)
                 if (v.r[i].mem == m && (v.r[i].access & PM_WRITE))
                     rc = pm__cu_mirror_pending(u->mirror, &v.r[i]);
+            if (rc == 0) /* the other hosts of this machine may copy them now */
+                pm__cu_node_publish(r->p, u->mirror, true);
+        }
         if (u->kind == USE_CUSTOM)
             rc = pm__cu_merge_custom(r, sl, v, m);
     }
@@ -669,6 +672,7 @@ static void cuda_fini(pm__stub_t *s)
         p->mirrors = mr->next;
         pm__cu_mirror_free(p, mr);
     }
+    pm__cu_node_leave(p);
     for (int i = 0; i < CHUNK_STATES; i++) {
         for (int m = 0; m < PM_MAX_TASK_MEMORIES; m++) {
             pm__cu_dev_free(p, &p->cstate[i].dacc[m]);
@@ -736,6 +740,8 @@ static int gpu_setup(cuda_priv_t *p)
     p->ready = true; /* also when it failed: cuda_fini frees what was made */
     if (rc == 0)
         pm__cu_peer_enable(p);
+    if (rc == 0)
+        pm__cu_node_join(p);
     return rc;
 }
 
@@ -745,6 +751,7 @@ static int cuda_init(pm__stub_t *s)
     if (p == NULL)
         return PM__FAIL(PM_ENOMEM, "pm_init: out of memory for gpu stub %d", s->index);
     s->priv = p;
+    p->node_row = -1;
     pm__cu_peer_join(p);
     p->gpu.ordinal = s->device_index;
     int rc = gpu_query(s->device_index, &p->gpu);

@@ -9,7 +9,7 @@ EXTRA_DIST += tests/cuda/kernels.cu tests/cuda/kernels.h tests/cuda/mpi-np2.sh t
 
 if HAVE_CUDA
 pmlib_libpmlib_core_la_SOURCES += pmlib/exec/cuda.c pmlib/exec/cuda_dir.c pmlib/exec/cuda_copy.c \
-	pmlib/exec/cuda_reduce.c
+	pmlib/exec/cuda_reduce.c pmlib/exec/cuda_node.c
 pmlib_libpmlib_core_la_CPPFLAGS += $(CUDA_CPPFLAGS)
 endif
 

@@ -233,6 +233,7 @@ static int cache_insert(cuda_priv_t *p, const pm__memory_t *mem, uint64_t lo, ui
 
 void pm__cu_mirror_free(cuda_priv_t *p, mirror_t *mr)
 {
+    pm__cu_node_withdraw(p, mr, true);
     pm__copies_lock();
     pm__copies_remove(&mr->c);
     pm__copies_unlock();
@@ -305,8 +306,8 @@ void pm__cu_peer_enable(cuda_priv_t *p)
     }
 }
 
-/* Drops the least recently used mirror no subtask holds or copies from;
- * its bytes are all at home already (written parts go home before their
+/* Drops the least recently used mirror no subtask holds or copies from,
+ * here or on another host of this machine; its bytes are all at home already (written parts go home before their
  * subtask retires). */
 static bool mirror_evict(cuda_priv_t *p)
 {
@@ -314,7 +315,8 @@ static bool mirror_evict(cuda_priv_t *p)
     pm__copies_lock();
     for (mirror_t **pp = &p->mirrors; *pp != NULL; pp = &(*pp)->next)
         if ((*pp)->refs == 0 && (*pp)->c.readers == 0 &&
-            (victim == NULL || (*pp)->used < (*victim)->used))
+            (victim == NULL || (*pp)->used < (*victim)->used) &&
+            !pm__node_read_now(p->node_row, (*pp)->node_rec))
             victim = pp;
     mirror_t *mr = victim != NULL ? *victim : NULL;
     if (mr != NULL)
@@ -356,6 +358,7 @@ static mirror_t *mirror_of(cuda_priv_t *p, const pm__memory_t *mem)
         mr->c.bytes = mem->bytes;
         mr->c.version = mem->version;
         mr->c.place = p->gpu.ordinal;
+        mr->node_rec = -1;
         pm__copies_lock();
         mr->next = p->mirrors;
         p->mirrors = mr;
@@ -438,7 +441,7 @@ static void CUDART_CB copy_span_end(void *arg)
 }
 
 /* With PMLIB_TRACE: a span from now until the stream has done the copy. */
-static void trace_copy(run_t *r, slot_t *sl, int from, int to, uint64_t bytes, double t0)
+void pm__cu_trace_copy(run_t *r, slot_t *sl, int from, int to, uint64_t bytes, double t0)
 {
     copy_span_t *c = malloc(sizeof *c);
     if (c == NULL)
@@ -475,7 +478,7 @@ static int peer_copy(run_t *r, slot_t *sl, mirror_t *to, const mirror_t *from, c
     if (rc == 0) {
         r->cnt->bytes_gpu_peer += q->block * q->count;
         if (t0 > 0)
-            trace_copy(r, sl, src, dst, q->block * q->count, t0);
+            pm__cu_trace_copy(r, sl, src, dst, q->block * q->count, t0);
     }
     return rc;
 }
@@ -598,8 +601,9 @@ static uint32_t missing_pieces(const pm__acc_t *valid, const pm__sub_t *q, pm__s
 }
 
 /* Copies the pieces of read part q the mirror lacks, each from a peer
- * GPU's mirror that holds it, else from the host; *copied says whether
- * any was missing. */
+ * GPU's mirror that holds it, else (a task that only reads the memory)
+ * from a GPU of another host of this machine that holds it, else from the
+ * host; *copied says whether any was missing. */
 static int mirror_fill(run_t *r, slot_t *sl, mirror_t *mr, const pm__memory_t *mem, int m,
                        const pm__sub_t *q, bool *copied)
 {
@@ -610,11 +614,13 @@ static int mirror_fill(run_t *r, slot_t *sl, mirror_t *mr, const pm__memory_t *m
         n = 1;
     }
     int rc = 0;
+    bool only_read = r->t->desc.mem[m].access == PM_READ;
     for (uint32_t j = 0; j < n && rc == 0; j++) {
         const mirror_t *from = peer_holder(r, sl, &sl->use[m], mem, &miss[j]);
         if (from != NULL)
             rc = peer_copy(r, sl, mr, from, &miss[j]);
-        else
+        else if (!only_read ||
+                 (rc = pm__cu_node_copy(r, sl, &sl->use[m], mr, mem, &miss[j])) == NO_MIRROR)
             rc = pm__cu_copy_in(r, sl, mr->buf.ptr, mem->data, r->pinned[m],
                                 (parts_t){&miss[j], 1, m, PM_READ});
     }
@@ -664,10 +670,12 @@ static int open_mirror(run_t *r, slot_t *sl, pm__subs_view_t v, int m, void **na
     }
     if (rc == 0 && read && !copied)
         r->cnt->gpu_cache_hits++;
+    bool writes = false;
     pm__copies_lock();
     for (uint32_t i = 0; i < v.n && rc == 0; i++) {
         const pm__sub_t *q = &v.r[i];
         if (q->mem == m && (q->access & PM_WRITE)) {
+            writes = true;
             rc = pm__copy_mark(&mr->c.valid, q, false);
             if (rc == 0)
                 rc = pm__copy_mark(&mr->c.writing, q, true);
@@ -676,6 +684,8 @@ static int open_mirror(run_t *r, slot_t *sl, pm__subs_view_t v, int m, void **na
     if (rc != 0)
         mr->c.valid.ncov = 0; /* what it holds is unknown now */
     pm__copies_unlock();
+    if (writes) /* other hosts no longer take what it held at the version read */
+        pm__cu_node_publish(r->p, mr, false);
     *nat = mr->buf.ptr;
     return rc;
 }
@@ -742,6 +752,8 @@ void pm__cu_release_all(cuda_priv_t *p, slot_t *sl)
                 u->peer[k]->c.readers--;
             pm__copies_unlock();
         }
+        if (u->nnode > 0)
+            pm__cu_node_release(p, u);
         pm__cu_pool_put(p, &u->buf);
         *u = (mem_use_t){0};
     }

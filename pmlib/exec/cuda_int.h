@@ -2,8 +2,9 @@
  * The GPU stub's own header, shared by its files: exec/cuda.c (the stub:
  * set-up, the pipeline of subtasks, chunks, discovery), exec/cuda_dir.c
  * (the device side of the memories: buffers, the read cache, mirrors),
- * exec/cuda_copy.c (copies between host and device) and
- * exec/cuda_reduce.c (reduce outputs merged on the device). Internal;
+ * exec/cuda_copy.c (copies between host and device),
+ * exec/cuda_reduce.c (reduce outputs merged on the device) and
+ * exec/cuda_node.c (copies from the GPUs of other hosts of this machine). Internal;
  * only these files include CUDA headers.
  */
 #ifndef PMLIB_EXEC_CUDA_INT_H
@@ -20,6 +21,7 @@
 #include "reduce/acc.h"
 #include "core/ops.h"
 #include "data/copies.h"
+#include "data/node.h"
 
 #define SLOTS 3                        /* subtasks in flight per GPU: copy in, run, copy out */
 #define CHUNK_STATES (SLOTS + 1)       /* chunks with subtasks in flight, plus one starting */
@@ -33,6 +35,8 @@
 #define NO_MIRROR 1                    /* not an error: use buffers of the hull instead */
 #define MAX_PEERS 16                   /* GPU stubs of one process that copy from each other */
 #define PEER_USES 4                    /* peer mirrors one subtask copies a memory from */
+#define NODE_USES 4                    /* mirrors of other hosts' GPUs it copies a memory from */
+#define NODE_MAPS 16                   /* other hosts' mirrors a GPU keeps opened */
 
 /* In pmlib/cuda/ (reduce_kernels.cu, stub_kernels.cu); both return a cudaError_t. */
 int pm__cuda_reduce_apply(pm_reduce_op_t op, pm_type_t type, void *into, const void *from,
@@ -99,6 +103,13 @@ typedef struct mirror {
     cudaEvent_t filled;    /* after the latest copy into it, on whichever stream made it */
     int refs;              /* subtasks in flight using it */
     uint64_t used;         /* LRU tick */
+    /* Published to the other hosts of this machine (exec/cuda_node.c):
+     * its record in the machine's table (-1: none), the version it names,
+     * and the mirror's CUDA IPC handle (ipc_state 1; -1: none to be had). */
+    int node_rec;
+    uint64_t node_version, node_gen;
+    int ipc_state;
+    cudaIpcMemHandle_t ipc;
     struct mirror *next;
 } mirror_t;
 
@@ -113,6 +124,9 @@ typedef struct mem_use {
     mirror_t *mirror;     /* USE_MIRROR */
     mirror_t *peer[PEER_USES]; /* USE_MIRROR: other GPUs' mirrors it copies from */
     int npeer;
+    pm__node_hold_t node[NODE_USES]; /* ... and other hosts' GPUs' mirrors */
+    int node_map[NODE_USES];         /* their openings in the stub's node_maps */
+    int nnode;
     bool sent;            /* its written parts are already on their way home */
 } mem_use_t;
 
@@ -173,6 +187,18 @@ typedef struct cuda_priv {
     dev_buf_t view[PM_MAX_TASK_MEMORIES]; /* ... each copied whole to the device */
     int peer_index;       /* in the process's table of GPU stubs (-1: not in it) */
     bool peer_ok[MAX_PEERS]; /* this GPU copies directly from that stub's GPU */
+    /* The other hosts of this machine (exec/cuda_node.c): this GPU's row in
+     * the machine's table (-1: none), the ordinal here of each row's GPU
+     * (-2: not looked up; -1: not reachable directly), and the other hosts'
+     * mirrors opened here. */
+    int node_row;
+    int node_dev[PM__NODE_ROWS];
+    uint64_t node_gens;
+    struct node_map {
+        int row, rec, refs;
+        uint64_t gen;
+        unsigned char *base;
+    } node_maps[NODE_MAPS];
 } cuda_priv_t;
 
 /* What one pm__cuda_run_chunks call works with. */
@@ -208,6 +234,23 @@ int pm__cu_mirror_pending(mirror_t *mr, const pm__sub_t *q);
 void pm__cu_peer_join(cuda_priv_t *p);
 void pm__cu_peer_enable(cuda_priv_t *p);
 void pm__cu_peer_leave(cuda_priv_t *p);
+
+/* exec/cuda_node.c: mirrors shared with the GPUs of the other hosts of
+ * this machine. Join at set-up, leave at fini (the stub's thread). The
+ * owner publishes a mirror's written parts once home, and that it is
+ * about to write it (stale parts dropped), and withdraws it before it
+ * frees it (false: it is being read and must stay). A reader copies piece
+ * q from another host's GPU that holds it (0), or returns NO_MIRROR when
+ * none does; release_all drops what a use held. */
+void pm__cu_node_join(cuda_priv_t *p);
+void pm__cu_node_leave(cuda_priv_t *p);
+void pm__cu_node_publish(cuda_priv_t *p, mirror_t *mr, bool written);
+bool pm__cu_node_withdraw(cuda_priv_t *p, mirror_t *mr, bool wait);
+int pm__cu_node_copy(run_t *r, slot_t *sl, mem_use_t *u, mirror_t *to, const pm__memory_t *mem,
+                     const pm__sub_t *q);
+void pm__cu_node_release(cuda_priv_t *p, mem_use_t *u);
+/* With PMLIB_TRACE: a span of a GPU to GPU copy, until its stream has done it. */
+void pm__cu_trace_copy(run_t *r, slot_t *sl, int from, int to, uint64_t bytes, double t0);
 
 /* exec/cuda_copy.c: copies between host and device memory. */
 /* Which records of a subscription list a copy moves. */

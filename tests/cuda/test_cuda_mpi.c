@@ -208,6 +208,52 @@ static void test_cache(void)
     pm_memory_release(mem[1]);
 }
 
+/* Steps out = 2 in + in[7i mod n], the two memories swapping roles; host
+ * 0 rewrites the first between steps 3 and 4. */
+static void test_steps(void)
+{
+    enum { STEPS = 6 };
+    uint64_t n = 1 << 20;
+    pm_memory_t mem[2];
+    pm_memory_create(n * 8, &mem[0]);
+    pm_memory_create(n * 8, &mem[1]);
+    double *ref[2] = {malloc(n * 8), malloc(n * 8)}, *a = pm_memory_data(mem[0]);
+    CHECK(ref[0] != NULL && ref[1] != NULL, "steps: out of memory");
+    if (ref[0] == NULL || ref[1] == NULL)
+        goto out;
+    for (uint64_t i = 0; i < n; i++)
+        ref[0][i] = a[i] = (double)(i % 1000) * 0.25;
+    pm_memory_touch(mem[0]);
+    uint64_t gpu_gpu = 0, remote = 0;
+    for (int s = 0; s < STEPS; s++) {
+        int from = s % 2, to = 1 - from;
+        if (s == 4) { /* host 0 writes the input the GPUs hold from step 2 */
+            for (uint64_t i = 0; i < n; i++)
+                ref[0][i] = a[i] = (double)(i % 77) - 3.0;
+            pm_memory_touch(mem[0]);
+        }
+        pm_memory_t m2[2] = {mem[from], mem[to]};
+        pm_access_t acc[2] = {PM_READ, PM_WRITE};
+        pm_task_stats_t st = run("combine", PM_DEVICE_GPU, 32, &n, 2, m2, acc, 0);
+        gpu_gpu += st.bytes_gpu_peer;
+        remote += st.subtasks_remote;
+        for (uint64_t i = 0; i < n; i++)
+            ref[to][i] = 2.0 * ref[from][i] + ref[from][(i * 7) % n];
+        const double *out = pm_memory_data(mem[to]);
+        uint64_t bad = 0;
+        for (uint64_t i = 0; i < n; i++)
+            bad += out[i] != ref[to][i];
+        CHECK(bad == 0, "steps: step %d, %llu wrong elements", s, (unsigned long long)bad);
+    }
+    printf("steps: %llu subtasks on other hosts, %.1f MB copied GPU to GPU\n",
+           (unsigned long long)remote, (double)gpu_gpu / 1e6);
+out:
+    free(ref[0]);
+    free(ref[1]);
+    pm_memory_release(mem[0]);
+    pm_memory_release(mem[1]);
+}
+
 static void test_reduce(void)
 {
     pm_memory_t g, c;
@@ -283,6 +329,7 @@ int main(int argc, char **argv)
         test_stray();
     else
         test_cache();
+    test_steps();
     test_reduce();
     printf("%s on %d hosts\n", failures ? "FAILED" : "all passed", pm_host_count());
     pm_finalize();
