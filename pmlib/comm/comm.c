@@ -54,6 +54,7 @@ static struct {
      * machine may use: then a stub polling for the comm thread shares its
      * core with threads of this rank alone (pm__comm_spin). */
     bool own_cores;
+    int core_sharers; /* ranks of this machine whose cores meet this rank's, itself included */
     /* When the last round ended, and how long before this one began
      * (progress lock): a message received in this round may have waited
      * that long for it, while the host napped. */
@@ -118,8 +119,9 @@ static void install_sigterm(void)
 }
 
 /* Whether this rank's cores (its affinity mask) are disjoint from those of
- * every other rank of the machine (collective over `node`). */
-static bool cores_of_its_own(MPI_Comm node, int me, int n)
+ * every other rank of the machine (collective over `node`); *sharers
+ * counts the ranks whose cores meet this rank's, itself included. */
+static bool cores_of_its_own(MPI_Comm node, int me, int n, int *sharers)
 {
     cpu_set_t mine;
     bool own = sched_getaffinity(0, sizeof mine, &mine) == 0;
@@ -131,13 +133,14 @@ static bool cores_of_its_own(MPI_Comm node, int me, int n)
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
     MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE, node);
+    *sharers = 1;
     for (int r = 0; r < n && own; r++) {
         cpu_set_t both;
         CPU_AND(&both, &mine, &all[r]);
-        own = r == me || CPU_COUNT(&both) == 0;
+        *sharers += r != me && CPU_COUNT(&both) > 0;
     }
     free(all);
-    return own;
+    return own && *sharers == 1;
 }
 
 int pm__comm_init(int *argc, char ***argv, int *host, int *nhosts, int *local_rank, int *local_size)
@@ -166,7 +169,7 @@ int pm__comm_init(int *argc, char ***argv, int *host, int *nhosts, int *local_ra
     MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
     MPI_Comm_rank(node, local_rank);
     MPI_Comm_size(node, local_size);
-    C.own_cores = cores_of_its_own(node, *local_rank, *local_size);
+    C.own_cores = cores_of_its_own(node, *local_rank, *local_size, &C.core_sharers);
     MPI_Comm_free(&node);
     *host = rank;
     *nhosts = size;
@@ -680,6 +683,11 @@ bool pm__comm_spin(bool (*done)(const void *arg), const void *arg, uint64_t ns)
     return atomic_load_explicit(&C.stub_polls, memory_order_relaxed) && C.own_cores
                ? pm__spin_self(done, arg, ns)
                : pm__spin_for(done, arg, ns);
+}
+
+int pm__comm_core_sharers(void)
+{
+    return C.core_sharers > 1 ? C.core_sharers : 1;
 }
 
 int pm__comm_poll(void)

@@ -25,6 +25,10 @@ enum pm__tag {
 /* MPI start-up: this process's host number, the number of hosts, and its
  * place among the ranks of its machine. */
 int pm__comm_init(int *argc, char ***argv, int *host, int *nhosts, int *local_rank, int *local_size);
+/* How many ranks of this machine, this one included, may run on this
+ * rank's cores (1 when the launcher gave each rank cores of its own, or
+ * without MPI); known after pm__comm_init. */
+int pm__comm_core_sharers(void);
 /* Exchanges the host table (pm__hosts) and starts the comm thread. */
 int pm__comm_start(const pm__host_info_t *me);
 /* Host 0: tells every host to finish. Others: waits until host 0 says so. */

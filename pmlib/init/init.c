@@ -124,7 +124,10 @@ int pm_init(int *argc, char ***argv)
     }
     pm__log_set_host(pm__rt.host);
     set_hooks();
-    pm__rt.ncpu = (int)pm__env_uint("PMLIB_NCPU", "a count", 1, 4096, (uint64_t)online_cpus());
+    /* Ranks of one machine left unbound share its cores: each takes its
+     * share, so that 2 ranks on 2 cores run 2 stubs, not 4. */
+    int share = online_cpus() / pm__comm_core_sharers();
+    pm__rt.ncpu = (int)pm__env_uint("PMLIB_NCPU", "a count", 1, 4096, (uint64_t)(share > 0 ? share : 1));
     pm__rt.ncpu_set = getenv("PMLIB_NCPU") != NULL;
     warn_if_bound();
     pm__rt.default_sched = env_sched();
