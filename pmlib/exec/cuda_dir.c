@@ -307,8 +307,8 @@ void pm__cu_peer_enable(cuda_priv_t *p)
 }
 
 /* Drops the least recently used mirror no subtask holds or copies from,
- * here or on another host of this machine; its bytes are all at home already (written parts go home before their
- * subtask retires). */
+ * here or on another host of this machine; its bytes are all at home
+ * already (written parts go home before their subtask retires). */
 static bool mirror_evict(cuda_priv_t *p)
 {
     mirror_t **victim = NULL;

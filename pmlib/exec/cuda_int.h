@@ -241,7 +241,8 @@ void pm__cu_peer_leave(cuda_priv_t *p);
  * about to write it (stale parts dropped), and withdraws it before it
  * frees it (false: it is being read and must stay). A reader copies piece
  * q from another host's GPU that holds it (0), or returns NO_MIRROR when
- * none does; release_all drops what a use held. */
+ * none does or the copy cannot be issued (the host's memory serves it);
+ * release_all drops what a use held. */
 void pm__cu_node_join(cuda_priv_t *p);
 void pm__cu_node_leave(cuda_priv_t *p);
 void pm__cu_node_publish(cuda_priv_t *p, mirror_t *mr, bool written);

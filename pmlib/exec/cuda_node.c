@@ -181,12 +181,16 @@ int pm__cu_node_copy(run_t *r, slot_t *sl, mem_use_t *u, mirror_t *to, const pm_
     }
     double t0 = pm__trace_on() ? pm__now() : 0;
     int rc = node_bytes(sl, to, p->node_maps[map].base, q);
-    if (rc == 0) {
-        r->cnt->bytes_gpu_peer += q->block * q->count;
-        if (t0 > 0)
-            pm__cu_trace_copy(r, sl, p->node_dev[h.row], p->gpu.ordinal, q->block * q->count, t0);
+    if (rc != 0) { /* the part comes from the host, and later ones from that GPU too */
+        PM__CUDA(QUIET, cudaGetLastError());
+        pm__cuda_last_error = cudaSuccess;
+        p->node_dev[h.row] = -1;
+        return NO_MIRROR;
     }
-    return rc;
+    r->cnt->bytes_gpu_peer += q->block * q->count;
+    if (t0 > 0)
+        pm__cu_trace_copy(r, sl, p->node_dev[h.row], p->gpu.ordinal, q->block * q->count, t0);
+    return 0;
 }
 
 void pm__cu_node_release(cuda_priv_t *p, mem_use_t *u)
