@@ -76,6 +76,24 @@ static void st(uint64_t *p, uint64_t v)
     __atomic_store_n(p, v, __ATOMIC_RELAXED);
 }
 
+/* Opaque bytes (a handle, a UUID) into and out of a record's words. */
+static void st_bytes(uint64_t *w, const unsigned char *b, int n)
+{
+    for (int k = 0; k < n / 8; k++) {
+        uint64_t x;
+        memcpy(&x, b + 8 * k, 8);
+        st(&w[k], x);
+    }
+}
+
+static void ld_bytes(unsigned char *b, const uint64_t *w, int n)
+{
+    for (int k = 0; k < n / 8; k++) {
+        uint64_t x = ld(&w[k]);
+        memcpy(b + 8 * k, &x, 8);
+    }
+}
+
 int pm__node_join(const unsigned char dev[PM__NODE_DEV])
 {
     table_t *t = table();
@@ -87,11 +105,7 @@ int pm__node_join(const unsigned char dev[PM__NODE_DEV])
         if (!__atomic_compare_exchange_n(&r->pid, &free_row, self(), false, __ATOMIC_SEQ_CST,
                                          __ATOMIC_RELAXED))
             continue;
-        for (int k = 0; k < PM__NODE_DEV / 8; k++) {
-            uint64_t w;
-            memcpy(&w, dev + 8 * k, 8);
-            st(&r->dev[k], w);
-        }
+        st_bytes(r->dev, dev, PM__NODE_DEV);
         return i;
     }
     return -1;
@@ -141,11 +155,7 @@ int pm__node_publish(int row, int *rec, uint64_t handle, uint64_t gen,
     st(&r->w[W_VERSION], version);
     st(&r->w[W_GEN], gen);
     st(&r->w[W_N], n);
-    for (int k = 0; k < PM__NODE_IPC / 8; k++) {
-        uint64_t w;
-        memcpy(&w, ipc + 8 * k, 8);
-        st(&r->w[W_IPC + k], w);
-    }
+    st_bytes(&r->w[W_IPC], ipc, PM__NODE_IPC);
     for (uint32_t i = 0; i < n; i++) {
         st(&r->w[W_RANGES + 2 * i], ranges->cov[i].lo);
         st(&r->w[W_RANGES + 2 * i + 1], ranges->cov[i].hi);
@@ -241,10 +251,7 @@ bool pm__node_take(int self_row, uint64_t handle, uint64_t version, const pm__su
             h->rec = k;
             h->gen = w[W_GEN];
             memcpy(h->ipc, &w[W_IPC], PM__NODE_IPC);
-            for (int d = 0; d < PM__NODE_DEV / 8; d++) {
-                uint64_t x = ld(&rw->dev[d]);
-                memcpy(h->dev + 8 * d, &x, 8);
-            }
+            ld_bytes(h->dev, rw->dev, PM__NODE_DEV);
             return true;
         }
     }

@@ -304,8 +304,7 @@ static int send_early(run_t *r, slot_t *sl, pm__subs_view_t v)
  * launches by returning nonzero, the check here only sees pmlib's. */
 static int invoke_cuda(const run_t *r, const pm_subtask_info_t *info, cudaStream_t stream)
 {
-    PM__CUDA(QUIET, cudaGetLastError()); /* forget errors already returned */
-    pm__cuda_last_error = cudaSuccess;
+    pm__cuda_forget_error(); /* errors already returned */
     int ret = r->t->cbs.cb.cuda(info, (void *)stream);
     int lrc = PM__CUDA(QUIET, cudaGetLastError());
     if (ret == 0 && lrc == 0)

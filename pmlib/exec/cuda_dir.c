@@ -350,8 +350,7 @@ static mirror_t *mirror_of(cuda_priv_t *p, const pm__memory_t *mem)
         if (pm__cu_dev_alloc(p, mem->bytes, &mr->buf) != 0 ||
             PM__CUDA(QUIET, cudaEventCreateWithFlags(&mr->filled, cudaEventDisableTiming)) != 0) {
             pm__cu_mirror_free(p, mr);
-            PM__CUDA(QUIET, cudaGetLastError());
-            pm__cuda_last_error = cudaSuccess; /* not the subtask's failure: it falls back */
+            pm__cuda_forget_error(); /* not the subtask's failure: it falls back */
             return NULL;
         }
         mr->c.handle = mem->handle;

@@ -62,6 +62,15 @@ extern _Thread_local cudaError_t pm__cuda_last_error;
 
 int pm__cuda_status(cudaError_t e, int level, const char *call, const char *file, int line);
 
+/* Forgets a failure that is not the subtask's (a fallback takes over, or
+ * it was already returned): CUDA's last error and the one kept for the
+ * subtask's message. */
+static inline void pm__cuda_forget_error(void)
+{
+    PM__CUDA(QUIET, cudaGetLastError());
+    pm__cuda_last_error = cudaSuccess;
+}
+
 /* Pointers in the natural view (base minus first byte) may point outside
  * any object, so their offsets are computed as integers. */
 static inline void *at(const void *natural, uint64_t off)

@@ -53,8 +53,7 @@ void pm__cu_node_publish(cuda_priv_t *p, mirror_t *mr, bool written)
     if (mr->ipc_state == 0) {
         mr->ipc_state = PM__CUDA(QUIET, cudaIpcGetMemHandle(&mr->ipc, mr->buf.ptr)) == 0 ? 1 : -1;
         if (mr->ipc_state < 0) {
-            PM__CUDA(QUIET, cudaGetLastError());
-            pm__cuda_last_error = cudaSuccess; /* not the subtask's failure */
+            pm__cuda_forget_error(); /* not the subtask's failure */
             return;
         }
         /* Unique on the machine: a reader keeps openings by row and gen. */
@@ -128,8 +127,7 @@ static int node_open(cuda_priv_t *p, const pm__node_hold_t *h)
     memcpy(&handle, h->ipc, sizeof handle);
     void *base = NULL;
     if (PM__CUDA(QUIET, cudaIpcOpenMemHandle(&base, handle, cudaIpcMemLazyEnablePeerAccess)) != 0) {
-        PM__CUDA(QUIET, cudaGetLastError());
-        pm__cuda_last_error = cudaSuccess; /* the part comes from the host instead */
+        pm__cuda_forget_error();  /* the part comes from the host instead */
         p->node_dev[h->row] = -1;          /* and so does every later one from that GPU */
         return -1;
     }
@@ -182,8 +180,7 @@ int pm__cu_node_copy(run_t *r, slot_t *sl, mem_use_t *u, mirror_t *to, const pm_
     double t0 = pm__trace_on() ? pm__now() : 0;
     int rc = node_bytes(sl, to, p->node_maps[map].base, q);
     if (rc != 0) { /* the part comes from the host, and later ones from that GPU too */
-        PM__CUDA(QUIET, cudaGetLastError());
-        pm__cuda_last_error = cudaSuccess;
+        pm__cuda_forget_error();
         p->node_dev[h.row] = -1;
         return NO_MIRROR;
     }
