@@ -285,6 +285,10 @@ static bool housekeeping(int tag)
 
 static int start_sends(void)
 {
+    /* Queued later than this look: the next round sends it (a nap looks
+     * again under the lock before it sleeps). */
+    if (!atomic_load_explicit(&C.queued, memory_order_relaxed))
+        return 0;
     pthread_mutex_lock(&C.lock);
     pm__out_t *o = C.head;
     C.head = C.tail = NULL;
@@ -368,7 +372,10 @@ static int receive(void)
     int n = 0, flag = 1;
     while (flag) {
         MPI_Status st;
-        MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, &st);
+        MPI_Message msg;
+        /* A matched probe: the receive below takes this very message
+         * without matching it a second time. */
+        MPI_Improbe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, &msg, &st);
         if (!flag)
             break;
         int count = 0;
@@ -379,7 +386,7 @@ static int receive(void)
                       count, st.MPI_SOURCE);
             MPI_Abort(MPI_COMM_WORLD, 1);
         }
-        MPI_Recv(data, count, MPI_BYTE, st.MPI_SOURCE, st.MPI_TAG, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        MPI_Mrecv(data, count, MPI_BYTE, &msg, MPI_STATUS_IGNORE);
         C.last_heard[st.MPI_SOURCE] = pm__now();
         pm__rbuf_t r = {.p = data, .n = (size_t)count};
         if (pm__bulk_take_trailer(&r, st.MPI_SOURCE) != 0)
@@ -514,9 +521,8 @@ static void host_lost(int dead, double silent)
 
 /* Host 0 and every other host exchange heartbeats; one that falls silent
  * ends the whole job. */
-static void heartbeat(void)
+static void heartbeat(double now)
 {
-    double now = pm__now();
     if (now - C.last_beat >= PM__HEARTBEAT) {
         C.last_beat = now;
         for (int h = 0; h < pm__rt.nhosts; h++) {
@@ -600,11 +606,11 @@ static double nap_length(double idle, bool busy)
  * cost their time slice, and a fetch crossing two comm threads took
  * milliseconds (tests/mpi/prefetch beside two busy loops on 2 cores:
  * 257 s, 0.85 s alone). */
-static void nap(double idle, bool busy)
+static void nap(double now, double idle, bool busy)
 {
     double s = nap_length(idle, busy);
     if (s <= 0) {
-        if (!pm__contended(pm__now())) {
+        if (!pm__contended(now)) {
             if (pm__stubs_spare() >= 1)
                 pm__cpu_relax();
             else
@@ -705,13 +711,13 @@ static void *comm_main(void *arg)
     for (;;) {
         pthread_mutex_lock(&progress);
         int work = round_locked();
-        heartbeat();
+        /* The round's end is now, as far as what follows can tell: an
+         * idle round costs two readings of the clock, not five. */
+        const double now = C.round_end;
+        heartbeat(now);
         bool busy = C.nfl > 0 || pm__bulk_busy();
         pthread_mutex_unlock(&progress);
-        pthread_mutex_lock(&C.lock);
-        int stop = C.stop;
-        pthread_mutex_unlock(&C.lock);
-        if (stop) {
+        if (__atomic_load_n(&C.stop, __ATOMIC_ACQUIRE)) {
             pthread_mutex_lock(&progress);
             bool pending = sends_pending();
             pthread_mutex_unlock(&progress);
@@ -719,9 +725,9 @@ static void *comm_main(void *arg)
                 break;
         }
         if (work)
-            idle_since = pm__now();
+            idle_since = now;
         else
-            nap(pm__now() - idle_since, busy);
+            nap(now, now - idle_since, busy);
     }
     return NULL;
 }
@@ -808,7 +814,7 @@ void pm__comm_stop(void)
     atomic_store(&C.stub_polls, false);
     if (C.running) {
         pthread_mutex_lock(&C.lock);
-        C.stop = 1;
+        __atomic_store_n(&C.stop, 1, __ATOMIC_RELEASE);
         pthread_cond_signal(&C.wake);
         pthread_mutex_unlock(&C.lock);
         pthread_join(C.thread, NULL);
