@@ -579,8 +579,12 @@ static int stubs_made;
  * ones first, so that the program's thread keeps the first core. By
  * default stubs are bound only when a core is left for the program's
  * thread (bound stubs and a busy program thread on the same cores were
- * 1.5x slower per empty task on 2 cores); PMLIB_BIND=1 binds them as long
- * as they do not outnumber the cores, 0 never. GPU stubs are never bound.
+ * 1.5x slower per empty task on 2 cores), or when the ranks of a machine
+ * share out its cores: there the system kept one rank's stub on the
+ * other's core for whole runs (2 unbound ranks of one stub on cpu2:
+ * matmul 2048 on both as slow as on one in some runs, PageRank 2e6 up to
+ * 2.04x its one-rank time). PMLIB_BIND=1 binds them as long as they do not
+ * outnumber the cores, 0 never. GPU stubs are never bound.
  */
 static void bind_stubs(void)
 {
@@ -597,7 +601,8 @@ static void bind_stubs(void)
             cores[n++] = c;
     long online = sysconf(_SC_NPROCESSORS_ONLN);
     int first = 0;
-    if (pm__rt.local_size > 1 && online > 0 && n >= online) { /* not bound: a share */
+    bool share = pm__rt.local_size > 1 && online > 0 && n >= online; /* ranks the launcher left unbound */
+    if (share) {
         int per = n / pm__rt.local_size;
         first = per * pm__rt.local_rank;
         n = per;
@@ -605,7 +610,7 @@ static void bind_stubs(void)
     int ncpu = 0;
     for (int i = 0; i < pm__rt.nstubs; i++)
         ncpu += pm__rt.stubs[i].ops->kind == PM_DEVICE_CPU;
-    if (ncpu == 0 || ncpu > n || (bind == 2 && ncpu >= n))
+    if (ncpu == 0 || ncpu > n || (bind == 2 && ncpu >= n && !share))
         return;
     int j = first + n - ncpu;
     for (int i = 0; i < pm__rt.nstubs; i++) {
