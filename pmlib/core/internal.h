@@ -346,6 +346,7 @@ typedef struct pm__task {
 
     /* several hosts */
     bool remote;             /* run here on behalf of host 0 */
+    bool fetched;            /* another host: inputs of it were asked for (atomic, data/data.c) */
     uint64_t *host_lo, *host_hi; /* host 0: each host's initial share */
     double *host_busy;           /* host 0: seconds its share adds to each host's backlog */
     pm__host_ran_t *host_run;    /* host 0: what each host ran of the task, and by when */

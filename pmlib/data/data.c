@@ -933,6 +933,8 @@ static int fetch_begin(pm__task_t *t, uint64_t chunk, pm__fetch_t **out, bool *w
     int rc = by == NULL ? PM_ENOMEM : missing_reads(t, chunk, by, wait);
     if (rc == 0)
         rc = send_fetches(t, t->mems, t->desc.nmem, by, bulk_flags(t), out);
+    if (rc == 0 && *out != NULL && !__atomic_load_n(&t->fetched, __ATOMIC_RELAXED))
+        __atomic_store_n(&t->fetched, true, __ATOMIC_RELAXED);
     if (by != NULL)
         free_by(t->mems, by);
     if (rc != 0) {

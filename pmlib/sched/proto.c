@@ -548,6 +548,26 @@ static uint64_t grant_locked(pm__task_t *t, int h, double theirs)
     return k;
 }
 
+/* Another host: whether every stub here that may run t is in a chunk of
+ * it, so that a chunk left queued would wait for one of them to end (at
+ * least a chunk's time) while the asking host is idle. GPU stubs do not
+ * say (t->running): not then. */
+static bool stubs_all_busy(const pm__task_t *t)
+{
+    if (t->running == NULL)
+        return false;
+    int busy = 0;
+    for (int s = 0; s < pm__rt.nstubs; s++) {
+        const pm__stub_t *st = &pm__rt.stubs[s];
+        if (!pm__task_runnable_on(t, st))
+            continue;
+        if (st->ops->kind != PM_DEVICE_CPU || atomic_load(&t->running[s]) == UINT64_MAX)
+            return false;
+        busy++;
+    }
+    return busy > 0;
+}
+
 static void on_steal_req(int src, pm__rbuf_t *m)
 {
     uint64_t seq = pm__rbuf_u64(m), bits = pm__rbuf_u64(m), lo = 0, hi = 0;
@@ -562,7 +582,8 @@ static void on_steal_req(int src, pm__rbuf_t *m)
         uint64_t max = pm__rt.host != 0 || t->host_fed == NULL ? UINT64_MAX
                        : t->no_grants                         ? 0
                                                               : grant_locked(t, src, theirs);
-        if (max > 0 && pm__ranges_give(t, max, &lo, &hi)) {
+        bool lone = pm__rt.host != 0 && stubs_all_busy(t);
+        if (max > 0 && pm__ranges_give(t, max, lone, &lo, &hi)) {
             if (t->host_fed != NULL && !t->host_fed[src])
                 t->host_fed[src] = 3; /* fed by stealing: its first report is no sample */
             pm__debug("task %llu: host %d takes chunks %llu..%llu", (unsigned long long)seq, src,

@@ -323,7 +323,7 @@ uint64_t pm__ranges_left(const pm__task_t *t)
     return atomic_load_explicit(&t->sched->nleft, memory_order_relaxed);
 }
 
-bool pm__ranges_give(pm__task_t *t, uint64_t max, uint64_t *lo, uint64_t *hi)
+bool pm__ranges_give(pm__task_t *t, uint64_t max, bool lone, uint64_t *lo, uint64_t *hi)
 {
     struct pm__sched_state *st = t->sched;
     for (;;) {
@@ -338,8 +338,10 @@ bool pm__ranges_give(pm__task_t *t, uint64_t max, uint64_t *lo, uint64_t *hi)
             continue;
         }
         /* Half by default; a lone chunk stays, as it starts here sooner
-         * than its data could move. */
-        uint64_t take = max == UINT64_MAX ? (b - a) / 2 : max < b - a ? max : b - a;
+         * than its data could move, unless the caller found every stub
+         * here busy (`lone`): then it would wait for one of them. */
+        uint64_t half = (b - a) / 2 > 0 ? (b - a) / 2 : (uint64_t)lone;
+        uint64_t take = max == UINT64_MAX ? half : max < b - a ? max : b - a;
         if (take > 0)
             atomic_store_explicit(&vr->hi, b - take, memory_order_relaxed);
         pm__unlock(&vr->lock);

@@ -80,8 +80,9 @@ void pm__ranges_fini(pm__task_t *t);
 /* Chunks still queued on this host (a snapshot). */
 uint64_t pm__ranges_left(const pm__task_t *t);
 /* For another host: takes the back of this host's largest range, at most
- * `max` chunks (UINT64_MAX: half of it, a lone chunk staying). */
-bool pm__ranges_give(pm__task_t *t, uint64_t max, uint64_t *lo, uint64_t *hi);
+ * `max` chunks (UINT64_MAX: half of it; a lone chunk only if `lone`,
+ * else it stays). */
+bool pm__ranges_give(pm__task_t *t, uint64_t max, bool lone, uint64_t *lo, uint64_t *hi);
 /* Installs a range received from another host on an idle eligible stub,
  * else keeps it spare for the next stub that runs out. */
 void pm__ranges_install(pm__task_t *t, uint64_t lo, uint64_t hi);

@@ -468,12 +468,27 @@ START_TEST(give_at_most)
 {
     pm__task_t *t = make_task(100, PM_SCHED_PULL); /* 25 chunks per stub */
     uint64_t lo, hi;
-    ck_assert(pm__ranges_give(t, 3, &lo, &hi));
+    ck_assert(pm__ranges_give(t, 3, false, &lo, &hi));
     ck_assert_uint_eq(hi - lo, 3);
-    ck_assert(pm__ranges_give(t, UINT64_MAX, &lo, &hi));
+    ck_assert(pm__ranges_give(t, UINT64_MAX, false, &lo, &hi));
     ck_assert_uint_eq(hi - lo, 12);
-    ck_assert(pm__ranges_give(t, 1000, &lo, &hi));
+    ck_assert(pm__ranges_give(t, 1000, false, &lo, &hi));
     ck_assert_uint_eq(hi - lo, 25);
+    ts_free(t);
+}
+END_TEST
+
+/* Half of a range of one chunk is none: it stays unless the caller found
+ * every stub here busy, and then it goes whole. */
+START_TEST(give_lone_chunk)
+{
+    pm__task_t *t = make_task(NSTUBS, PM_SCHED_PULL); /* one chunk per stub */
+    uint64_t lo = 0, hi = 0;
+    ck_assert(!pm__ranges_give(t, UINT64_MAX, false, &lo, &hi));
+    ck_assert_uint_eq(pm__ranges_left(t), NSTUBS);
+    ck_assert(pm__ranges_give(t, UINT64_MAX, true, &lo, &hi));
+    ck_assert_uint_eq(hi - lo, 1);
+    ck_assert_uint_eq(pm__ranges_left(t), NSTUBS - 1);
     ts_free(t);
 }
 END_TEST
@@ -559,6 +574,7 @@ int main(void)
     tcase_add_test(th, split_follows_speed_and_cost);
     tcase_add_test(th, grant_only_what_pays);
     tcase_add_test(th, give_at_most);
+    tcase_add_test(th, give_lone_chunk);
     tcase_add_test(th, learn_cost_of_moving);
     tcase_add_test(th, overhead_resists_spikes);
     tcase_add_test(th, chunk_bytes_from_subscriptions);
