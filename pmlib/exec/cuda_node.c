@@ -104,6 +104,15 @@ static int node_device(cuda_priv_t *p, const pm__node_hold_t *h)
     return found;
 }
 
+/* A GPU of another rank that could not be opened or copied from: the
+ * part comes from the host's memory instead, and so does every later one
+ * from that GPU; the failure is not the subtask's. */
+static void node_unreachable(cuda_priv_t *p, int row)
+{
+    pm__cuda_forget_error();
+    p->node_dev[row] = -1;
+}
+
 /* The other host's mirror h names, opened here (its index in node_maps),
  * or -1. Openings whose mirror is gone and that no copy uses are closed on
  * the way, so that the owner's device memory is given back. */
@@ -127,8 +136,7 @@ static int node_open(cuda_priv_t *p, const pm__node_hold_t *h)
     memcpy(&handle, h->ipc, sizeof handle);
     void *base = NULL;
     if (PM__CUDA(QUIET, cudaIpcOpenMemHandle(&base, handle, cudaIpcMemLazyEnablePeerAccess)) != 0) {
-        pm__cuda_forget_error();  /* the part comes from the host instead */
-        p->node_dev[h->row] = -1;          /* and so does every later one from that GPU */
+        node_unreachable(p, h->row);
         return -1;
     }
     p->node_maps[slot] = (struct node_map){h->row, h->rec, 0, h->gen, base};
@@ -179,9 +187,8 @@ int pm__cu_node_copy(run_t *r, slot_t *sl, mem_use_t *u, mirror_t *to, const pm_
     }
     double t0 = pm__trace_on() ? pm__now() : 0;
     int rc = node_bytes(sl, to, p->node_maps[map].base, q);
-    if (rc != 0) { /* the part comes from the host, and later ones from that GPU too */
-        pm__cuda_forget_error();
-        p->node_dev[h.row] = -1;
+    if (rc != 0) {
+        node_unreachable(p, h.row);
         return NO_MIRROR;
     }
     r->cnt->bytes_gpu_peer += q->block * q->count;
