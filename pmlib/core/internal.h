@@ -361,6 +361,7 @@ typedef struct pm__task {
     double xfer_common, xfer_in, xfer_out; /* host 0: bytes per chunk (sched/hosts.h) */
     int inprogress;          /* rt lock: chunks held by this host's stubs (remote tasks) */
     int steal_pending, steal_victim, steal_tried, drained, drain_sent; /* rt lock */
+    double steal_since; /* the pending ask went out (traced only; rt lock) */
     int copy_pending, copy_tried, copies_done, copies;                 /* rt lock */
     /* Multi-assign: the chunk each stub runs (UINT64_MAX: none), when it
      * started, and whether another host runs a copy of it. */
@@ -686,7 +687,12 @@ extern pm__hooks_t pm__hooks;
 /* ---- trace: what a span is (core tells the trace of tasks, trace/trace.h) */
 
 enum pm__trace_what {
-    PM__TRACE_CHUNK, PM__TRACE_SUBSCRIBE, PM__TRACE_FETCH, PM__TRACE_TASK, PM__TRACE_MOVE, PM__TRACE_GPU_COPY
+    PM__TRACE_CHUNK, PM__TRACE_SUBSCRIBE, PM__TRACE_FETCH, PM__TRACE_TASK, PM__TRACE_MOVE, PM__TRACE_GPU_COPY,
+    PM__TRACE_GPU_WAIT, /* a GPU stub waiting for a subtask's stream (chunk: its chunk) */
+    PM__TRACE_STEAL,    /* tasks track: asking another host for work (chunk: chunks got) */
+    PM__TRACE_REPORT,   /* host 0's tasks track: a chunk's report landing (chunk: the chunk) */
+    PM__TRACE_DRAINED,  /* host 0's tasks track: a host drained (chunk: the host) */
+    PM__TRACE_GPU_OPEN  /* a GPU stub opening another rank's GPU memory (chunk: its row) */
 };
 
 /* ---- the runtime ------------------------------------------------------- */

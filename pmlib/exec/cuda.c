@@ -19,6 +19,7 @@
  */
 #include "exec/cuda_int.h"
 #include "reduce/tree.h"
+#include "trace/trace.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -403,7 +404,11 @@ static void retire(run_t *r, slot_t *sl)
 {
     chunk_state_t *cs = sl->cs;
     pm__cuda_last_error = cudaSuccess;
-    if (PM__CUDA(QUIET, cudaStreamSynchronize(sl->stream)) != 0) {
+    const double t0 = pm__trace_on() ? pm__now() : 0;
+    int src = PM__CUDA(QUIET, cudaStreamSynchronize(sl->stream));
+    if (t0 > 0)
+        pm__trace_span(r->s->index, PM__TRACE_GPU_WAIT, r->t->seq, cs->chunk, t0, pm__now());
+    if (src != 0) {
         check_device(r);
         /* A lost context fails every stream, so the fault may be another's. */
         if (!sl->failed)
@@ -550,6 +555,43 @@ static int inputs_here(run_t *r, uint64_t chunk)
     return rc == PM__FEED_LATER ? r->feed->ready(r->feed, chunk, true) : rc;
 }
 
+/*
+ * The feed's next chunk. Unless the feed takes chunks ahead, the oldest
+ * subtask in flight retires first (the GPU still has the others): a chunk
+ * taken before a slot is free waited there, out of reach of another host
+ * that ran dry (PageRank 3e7, 2 ranks x 1 GPU: host 0's GPU idled while
+ * host 1 held four chunks). With none left here, the subtasks in flight
+ * retire oldest first and the feed is asked again after each: chunks that
+ * another host gives meanwhile keep the pipeline full.
+ */
+static bool holds_chunk(const cuda_priv_t *p)
+{
+    for (int k = 0; k < CHUNK_STATES; k++)
+        if (p->cstate[k].busy)
+            return true;
+    return false;
+}
+
+static bool next_chunk(run_t *r, pm__chunk_feed_t *feed, uint64_t *chunk)
+{
+    slot_t *sl = &r->p->slot[r->p->next_slot];
+    if (sl->busy && (feed->ahead == NULL || !feed->ahead(feed)))
+        retire(r, sl);
+    /* The feed reads the task: only while a chunk of it is held here (the
+     * report of the last one may end it, and the program may free it). */
+    if (holds_chunk(r->p) && feed->next(feed, chunk))
+        return true;
+    for (int k = 0; k < SLOTS; k++) {
+        sl = &r->p->slot[(r->p->next_slot + k) % SLOTS];
+        if (!sl->busy)
+            continue;
+        retire(r, sl);
+        if (holds_chunk(r->p) && feed->next(feed, chunk))
+            return true;
+    }
+    return false;
+}
+
 void pm__cuda_run_chunks(pm__stub_t *s, pm__task_t *t, uint64_t chunk, pm__chunk_feed_t *feed)
 {
     run_t r;
@@ -572,7 +614,7 @@ void pm__cuda_run_chunks(pm__stub_t *s, pm__task_t *t, uint64_t chunk, pm__chunk
     }
     /* The next chunk is taken once this one's subtasks are issued: with at
      * most SLOTS in flight, the stub holds only a few chunks ahead. */
-    for (bool more = true; more; more = feed != NULL && feed->next(feed, &chunk)) {
+    for (bool more = true; more; more = feed != NULL && next_chunk(&r, feed, &chunk)) {
         uint64_t first, last;
         if (feed != NULL && feed->ready != NULL && inputs_here(&r, chunk) != 0) {
             feed->done(feed, chunk, pm__now()); /* its inputs never came: the task failed */

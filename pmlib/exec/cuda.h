@@ -46,8 +46,15 @@ extern const pm__device_ops_t pm__cuda_ops;
 
 /* Where a GPU stub streaming a task's chunks gets more and reports them. */
 typedef struct pm__chunk_feed {
-    /* Takes another chunk of the task for the stub; false when none is left. */
+    /* Takes another chunk of the task for the stub; false when none is left
+     * here (other hosts are asked then, and a later call may find chunks
+     * they gave). */
     bool (*next)(struct pm__chunk_feed *f, uint64_t *chunk);
+    /* Whether to take the next chunk before a slot is free for it: taking
+     * it starts its inputs coming from another host. NULL or false: once
+     * a slot is free, so that the chunk stays where a host that runs dry
+     * may take it meanwhile. */
+    bool (*ahead)(struct pm__chunk_feed *f);
     /* Before the chunk's first subtask is issued: whether its inputs are on
      * this host (those another host holds). 0: they are; PM__FEED_LATER:
      * still on their way (only when !wait; with wait it waits for them);

@@ -80,10 +80,12 @@ bool pm__cu_node_withdraw(cuda_priv_t *p, mirror_t *mr, bool wait)
 
 /* The ordinal here of the GPU a row names, if this GPU copies from it
  * directly; else -1. Looked up once per row. */
-static int node_device(cuda_priv_t *p, const pm__node_hold_t *h)
+static int node_device(const run_t *r, const pm__node_hold_t *h)
 {
+    cuda_priv_t *p = r->p;
     if (p->node_dev[h->row] != -2)
         return p->node_dev[h->row];
+    const double t0 = pm__now();
     int n = 0, found = -1;
     if (cudaGetDeviceCount(&n) != cudaSuccess)
         n = 0;
@@ -101,6 +103,7 @@ static int node_device(cuda_priv_t *p, const pm__node_hold_t *h)
     p->node_dev[h->row] = found;
     pm__debug("gpu %d %s the gpu of row %d of the machine's table", p->gpu.ordinal,
               found >= 0 ? "copies directly from" : "cannot copy directly from", h->row);
+    pm__trace_span(r->s->index, PM__TRACE_GPU_OPEN, r->t->seq, (uint64_t)h->row, t0, pm__now());
     return found;
 }
 
@@ -116,8 +119,9 @@ static void node_unreachable(cuda_priv_t *p, int row)
 /* The other host's mirror h names, opened here (its index in node_maps),
  * or -1. Openings whose mirror is gone and that no copy uses are closed on
  * the way, so that the owner's device memory is given back. */
-static int node_open(cuda_priv_t *p, const pm__node_hold_t *h)
+static int node_open(const run_t *r, const pm__node_hold_t *h)
 {
+    cuda_priv_t *p = r->p;
     int slot = -1;
     for (int i = 0; i < NODE_MAPS; i++) {
         struct node_map *nm = &p->node_maps[i];
@@ -135,7 +139,11 @@ static int node_open(cuda_priv_t *p, const pm__node_hold_t *h)
     cudaIpcMemHandle_t handle;
     memcpy(&handle, h->ipc, sizeof handle);
     void *base = NULL;
-    if (PM__CUDA(QUIET, cudaIpcOpenMemHandle(&base, handle, cudaIpcMemLazyEnablePeerAccess)) != 0) {
+    const double t0 = pm__trace_on() ? pm__now() : 0;
+    int rc = PM__CUDA(QUIET, cudaIpcOpenMemHandle(&base, handle, cudaIpcMemLazyEnablePeerAccess));
+    if (t0 > 0) /* milliseconds each (the first one enables peer access too) */
+        pm__trace_span(r->s->index, PM__TRACE_GPU_OPEN, r->t->seq, (uint64_t)h->row, t0, pm__now());
+    if (rc != 0) {
         node_unreachable(p, h->row);
         return -1;
     }
@@ -177,7 +185,7 @@ int pm__cu_node_copy(run_t *r, slot_t *sl, mem_use_t *u, mirror_t *to, const pm_
     int map = k < u->nnode ? u->node_map[k] : -1;
     if (k < u->nnode) {
         pm__node_drop(&h); /* already counted as read by this use */
-    } else if (node_device(p, &h) < 0 || (map = node_open(p, &h)) < 0) {
+    } else if (node_device(r, &h) < 0 || (map = node_open(r, &h)) < 0) {
         pm__node_drop(&h);
         return NO_MIRROR;
     } else {

@@ -218,10 +218,31 @@ typedef struct gpu_feed {
     pm__fetch_t *fetch; /* another host: the taken chunk's inputs, on their way */
 } gpu_feed_t;
 
+/* None left here: other hosts are asked at once, while the chunks in the
+ * GPU's pipeline still run, rather than once they are done (PageRank 3e7,
+ * 2 ranks x 1 GPU: host 0 asked only after its last four chunks, 1 ms
+ * later, and got one chunk of host 1's five). */
 static bool feed_next(pm__chunk_feed_t *f, uint64_t *chunk)
 {
     gpu_feed_t *g = (gpu_feed_t *)f;
-    return take_next(g->s, g->t, chunk, g->t->remote ? &g->fetch : NULL);
+    pm__task_t *t = g->t;
+    if (take_next(g->s, t, chunk, t->remote ? &g->fetch : NULL))
+        return true;
+    if (pm__rt.nhosts > 1) {
+        pthread_mutex_lock(&pm__rt.lock);
+        if (t->state == PM__TASK_RUN && t->policy->left(t) == 0)
+            pm__proto_want_work_locked(t);
+        pthread_mutex_unlock(&pm__rt.lock);
+    }
+    return false;
+}
+
+/* Another host takes chunks ahead once inputs of the task had to come from
+ * elsewhere: taking a chunk starts its inputs coming (run_loop's rule). */
+static bool feed_ahead(pm__chunk_feed_t *f)
+{
+    const pm__task_t *t = ((gpu_feed_t *)f)->t;
+    return t->remote && __atomic_load_n(&t->fetched, __ATOMIC_RELAXED);
 }
 
 static int feed_ready(pm__chunk_feed_t *f, uint64_t chunk, bool wait)
@@ -268,7 +289,7 @@ static void run_loop(pm__stub_t *s, pm__task_t *t, uint64_t k)
          * offered for copies (t->running): a GPU is rarely the
          * straggler, and several of its chunks are in flight. */
         const bool fetches = t->remote || t->home_dir;
-        gpu_feed_t f = {{feed_next, fetches ? feed_ready : NULL, feed_done}, s, t, pm__now(), NULL};
+        gpu_feed_t f = {{feed_next, feed_ahead, fetches ? feed_ready : NULL, feed_done}, s, t, pm__now(), NULL};
         pm__cuda_run_chunks(s, t, k, &f.base);
         return;
     }

@@ -368,6 +368,7 @@ static void ask_next_victim_locked(pm__task_t *t)
     }
     t->steal_victim = v;
     t->steal_pending = 1;
+    t->steal_since = pm__trace_on() ? pm__now() : 0;
     /* With the chunks per second this host's stubs run in the task, not
      * counting waits for inputs (0: none run yet), so that host 0 weighs
      * its speed against moving the data. */
@@ -608,6 +609,8 @@ static void on_steal_reply(int src, pm__rbuf_t *m)
     pm__task_t *t = pm__task_find_locked(seq);
     if (t != NULL && t->state == PM__TASK_RUN && !t->drain_sent) {
         t->steal_pending = 0;
+        if (pm__trace_on())
+            pm__trace_span(-1, PM__TRACE_STEAL, seq, hi - lo, t->steal_since, pm__now());
         if (hi > lo) {
             pm__ranges_install(t, lo, hi);
             t->steal_tried = 0;
@@ -749,7 +752,7 @@ static void get_pieces(pm__rbuf_t *m, pm__task_t *t)
 /* A chunk's report whose written bytes are still landing. */
 typedef struct chunk_report {
     pm__task_t *t;
-    uint64_t nsub;
+    uint64_t chunk, nsub;
     int32_t kind;
     int src;
     double t0; /* the report arrived */
@@ -765,6 +768,8 @@ static void chunk_landed(void *arg, int status, uint64_t raw, uint64_t wire)
         pm__data_count(t, c->src, raw, wire);
         if (raw > 0)
             pm__trace_move(c->src, 0, t->seq, raw, c->t0, pm__now());
+        if (c->t0 > 0)
+            pm__trace_span(-1, PM__TRACE_REPORT, t->seq, c->chunk, c->t0, pm__now());
     } else
         pm__task_fail(t, PM_EHOST, UINT64_MAX, "a chunk's output from another host did not arrive whole (%s)",
                       pm_strerror(status));
@@ -816,7 +821,7 @@ static void on_chunk_done(int src, pm__rbuf_t *m)
         pm__error("out of memory taking a chunk's report from host %d; aborting the job", src);
         abort();
     }
-    *c = (chunk_report_t){t, nsub, kind, src, pm__trace_on() ? pm__now() : 0};
+    *c = (chunk_report_t){t, chunk, nsub, kind, src, pm__trace_on() ? pm__now() : 0};
     int nseg = 0;
     get_status(m, t, src);
     pm__seg_t *segs = pm__data_get_writes(m, t, src, &nseg);
@@ -888,6 +893,10 @@ static void on_drained(int src, pm__rbuf_t *m)
     pthread_mutex_unlock(&pm__rt.lock);
     if (t == NULL)
         return;
+    if (pm__trace_on()) {
+        double now = pm__now();
+        pm__trace_span(-1, PM__TRACE_DRAINED, seq, (uint64_t)src, now, now);
+    }
     for (int i = 0; i < PM__REMOTE_COUNTS; i++)
         atomic_fetch_add(&t->remote_counts[i], pm__rbuf_u64(m));
     uint64_t n = pm__rbuf_u64(m);

@@ -67,7 +67,14 @@ static struct {
     char *wtext;                /* the writer's formatting buffer */
 } T;
 
-static const char *const what_names[] = {"chunk", "subscribe", "fetch", "task", "transfer", "gpu copy"};
+static const char *const what_names[] = {"chunk", "subscribe", "fetch", "task", "transfer", "gpu copy",
+                                         "gpu wait", "steal", "report", "drained", "gpu open"};
+/* What a span's number is, by kind (transfers have their own line). */
+static const char *const what_args[] = {"chunk", "chunk", "chunk", "chunk", "bytes", "bytes",
+                                        "chunk", "chunks", "chunk", "host", "row"};
+_Static_assert(sizeof what_names / sizeof *what_names == PM__TRACE_GPU_OPEN + 1 &&
+                   sizeof what_args / sizeof *what_args == PM__TRACE_GPU_OPEN + 1,
+               "a name and an argument for each kind of span");
 
 int pm__trace_on(void)
 {
@@ -178,10 +185,10 @@ static size_t format_spans(int k, const span_t *s, size_t n, char *text)
                      (unsigned long long)sp->task, sp->from, sp->to, (unsigned long long)sp->chunk) :
             snprintf(text + len, PM__TRACE_LINE,
                          ",\n{\"ph\":\"X\",\"name\":\"%s\",\"cat\":\"%s\",\"pid\":%d,\"tid\":%d,"
-                         "\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"task\":%llu,\"chunk\":%llu}}",
+                         "\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"task\":%llu,\"%s\":%llu}}",
                          what_names[sp->what], what_names[sp->what], pm__rt.host, k,
                          (sp->t0 - T.origin) * 1e6, (sp->t1 - sp->t0) * 1e6,
-                         (unsigned long long)sp->task, (unsigned long long)sp->chunk);
+                         (unsigned long long)sp->task, what_args[sp->what], (unsigned long long)sp->chunk);
         if (w > 0 && w < PM__TRACE_LINE)
             len += (size_t)w;
     }
