@@ -33,6 +33,7 @@ typedef struct row {
 } row_t;
 
 typedef struct table {
+    uint64_t news; /* mirrors published (pm__node_news) */
     row_t row[ROWS];
 } table_t;
 
@@ -150,6 +151,7 @@ int pm__node_publish(int row, int *rec, uint64_t handle, uint64_t gen,
     uint32_t n = ranges != NULL ? ranges->ncov : 0;
     if (n > RANGES)
         n = RANGES;
+    const bool news = ld(&r->w[W_HANDLE]) == 0 || ld(&r->w[W_GEN]) != gen;
     begin(r);
     st(&r->w[W_HANDLE], handle);
     st(&r->w[W_VERSION], version);
@@ -161,7 +163,15 @@ int pm__node_publish(int row, int *rec, uint64_t handle, uint64_t gen,
         st(&r->w[W_RANGES + 2 * i + 1], ranges->cov[i].hi);
     }
     end(r);
+    if (news)
+        __atomic_add_fetch(&t->news, 1, __ATOMIC_RELEASE);
     return 0;
+}
+
+uint64_t pm__node_news(void)
+{
+    table_t *t = table();
+    return t != NULL ? __atomic_load_n(&t->news, __ATOMIC_ACQUIRE) : 0;
 }
 
 bool pm__node_read_now(int row, int rec)
@@ -244,6 +254,44 @@ bool pm__node_take(int self_row, uint64_t handle, uint64_t version, const pm__su
                 continue;
             __atomic_add_fetch(&r->readers, 1, __ATOMIC_SEQ_CST);
             if (__atomic_load_n(&r->seq, __ATOMIC_SEQ_CST) != s) { /* the owner is taking it back */
+                __atomic_sub_fetch(&r->readers, 1, __ATOMIC_SEQ_CST);
+                continue;
+            }
+            h->row = i;
+            h->rec = k;
+            h->gen = w[W_GEN];
+            memcpy(h->ipc, &w[W_IPC], PM__NODE_IPC);
+            ld_bytes(h->dev, rw->dev, PM__NODE_DEV);
+            return true;
+        }
+    }
+    return false;
+}
+
+bool pm__node_take_unseen(int self_row, bool (*seen)(void *ctx, int row, uint64_t gen), void *ctx,
+                          pm__node_hold_t *h)
+{
+    table_t *t = table();
+    if (t == NULL)
+        return false;
+    uint64_t me = self(), w[W_RANGES];
+    for (int i = 0; i < ROWS; i++) {
+        row_t *rw = &t->row[i];
+        uint64_t pid = __atomic_load_n(&rw->pid, __ATOMIC_ACQUIRE);
+        if (i == self_row || pid == 0 || pid == me)
+            continue;
+        for (int k = 0; k < RECS; k++) {
+            rec_t *r = &rw->rec[k];
+            uint64_t s = __atomic_load_n(&r->seq, __ATOMIC_ACQUIRE);
+            if ((s & 1) || ld(&r->w[W_HANDLE]) == 0 || seen(ctx, i, ld(&r->w[W_GEN])))
+                continue;
+            for (int j = 0; j < W_RANGES; j++)
+                w[j] = ld(&r->w[j]);
+            __atomic_thread_fence(__ATOMIC_ACQUIRE);
+            if (ld(&r->seq) != s || w[W_HANDLE] == 0)
+                continue;
+            __atomic_add_fetch(&r->readers, 1, __ATOMIC_SEQ_CST);
+            if (__atomic_load_n(&r->seq, __ATOMIC_SEQ_CST) != s) { /* the owner is changing it */
                 __atomic_sub_fetch(&r->readers, 1, __ATOMIC_SEQ_CST);
                 continue;
             }

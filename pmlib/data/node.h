@@ -56,6 +56,14 @@ bool pm__node_read_now(int row, int rec);
 bool pm__node_take(int self_row, uint64_t handle, uint64_t version, const pm__sub_t *q,
                    pm__node_hold_t *h);
 void pm__node_drop(const pm__node_hold_t *h);
+/* A reader ahead of need: a record of another process whose mirror
+ * seen(ctx, row, gen) says is not opened yet, filled into *h and counted
+ * as read like pm__node_take's (pm__node_drop). */
+bool pm__node_take_unseen(int self_row, bool (*seen)(void *ctx, int row, uint64_t gen), void *ctx,
+                          pm__node_hold_t *h);
+/* How many mirrors the machine's GPUs have published (a new one, or a
+ * record that names another): nothing to look for while it stays. */
+uint64_t pm__node_news(void);
 /* Whether row's record still publishes the mirror `gen`. */
 bool pm__node_current(int row, int rec, uint64_t gen);
 

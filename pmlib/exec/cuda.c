@@ -404,6 +404,7 @@ static void retire(run_t *r, slot_t *sl)
 {
     chunk_state_t *cs = sl->cs;
     pm__cuda_last_error = cudaSuccess;
+    pm__cu_node_warm(r, sl);
     const double t0 = pm__trace_on() ? pm__now() : 0;
     int src = PM__CUDA(QUIET, cudaStreamSynchronize(sl->stream));
     if (t0 > 0)

@@ -203,6 +203,7 @@ typedef struct cuda_priv {
     int node_row;
     int node_dev[PM__NODE_ROWS];
     uint64_t node_gens;
+    uint64_t node_news; /* the table's count of mirrors when nothing was left to open */
     struct node_map {
         int row, rec, refs;
         uint64_t gen;
@@ -259,6 +260,9 @@ bool pm__cu_node_withdraw(cuda_priv_t *p, mirror_t *mr, bool wait);
 int pm__cu_node_copy(run_t *r, slot_t *sl, mem_use_t *u, mirror_t *to, const pm__memory_t *mem,
                      const pm__sub_t *q);
 void pm__cu_node_release(cuda_priv_t *p, mem_use_t *u);
+/* While the slot's stream still computes: opens one mirror another host's
+ * GPU published that is not opened here yet, ahead of its first use. */
+void pm__cu_node_warm(run_t *r, const slot_t *sl);
 /* With PMLIB_TRACE: a span of a GPU to GPU copy, until its stream has done it. */
 void pm__cu_trace_copy(run_t *r, slot_t *sl, int from, int to, uint64_t bytes, double t0);
 

@@ -8,7 +8,9 @@
  * that is about to write publishes an empty record for the next version;
  * an owner cannot take a record back without waiting while a reader
  * copies from it, and a reader that comes after it was taken back finds
- * nothing; rows and records are limited and given back. A thread that
+ * nothing; rows and records are limited and given back. Mirrors of other
+ * processes not opened yet are offered one by one, and a count says when
+ * a new one was published. A thread that
  * publishes while another reads never lets the reader see a record whose
  * fields belong to two publications (under ThreadSanitizer in CI).
  */
@@ -136,6 +138,54 @@ START_TEST(test_withdraw_waits_for_readers)
 }
 END_TEST
 
+/* Mirrors opened ahead of need: the count of publications moves with a
+ * new mirror (not with a new version of one), and a reader is offered
+ * each mirror of other processes it has not seen, counted as read. */
+static uint64_t seen_gen;
+
+static bool seen_one(void *ctx, int row, uint64_t gen)
+{
+    (void)ctx;
+    (void)row;
+    return gen == seen_gen;
+}
+
+START_TEST(test_unseen_mirrors_are_offered)
+{
+    int row = join_as(1, 0xA), rec = -1;
+    uint64_t n0 = pm__node_news();
+    ck_assert_int_eq(publish_two(row, &rec), 0); /* mirror 77 */
+    uint64_t n1 = pm__node_news();
+    ck_assert_uint_gt(n1, n0);
+    ck_assert_int_eq(pm__node_publish(row, &rec, 9, 77, ipc_a, 6, NULL), 0); /* its next version */
+    ck_assert_uint_eq(pm__node_news(), n1);
+    int other = -1;
+    ck_assert_int_eq(pm__node_publish(row, &other, 8, 78, ipc_a, 1, NULL), 0); /* mirror 78 */
+    ck_assert_uint_gt(pm__node_news(), n1);
+    int mine = join_as(2, 0xB);
+    pm__node_hold_t h;
+    seen_gen = 0;
+    ck_assert(pm__node_take_unseen(mine, seen_one, NULL, &h));
+    ck_assert_int_eq(h.row, row);
+    ck_assert_uint_eq(h.gen, 77);
+    ck_assert_uint_eq(h.dev[0], 0xA);
+    ck_assert(pm__node_read_now(row, rec));
+    pm__node_drop(&h);
+    seen_gen = 77;
+    ck_assert(pm__node_take_unseen(mine, seen_one, NULL, &h));
+    ck_assert_uint_eq(h.gen, 78);
+    ck_assert_int_eq(h.rec, other);
+    pm__node_drop(&h);
+    pm__node_as_process(1); /* a process's own mirrors are never offered */
+    seen_gen = 0;
+    ck_assert(!pm__node_take_unseen(row, seen_one, NULL, &h));
+    ck_assert(pm__node_withdraw(row, rec, false));
+    ck_assert(pm__node_withdraw(row, other, false));
+    pm__node_as_process(2);
+    ck_assert(!pm__node_take_unseen(mine, seen_one, NULL, &h));
+}
+END_TEST
+
 /* More ranges than a record names: the first ones are named. */
 START_TEST(test_many_ranges_name_a_subset)
 {
@@ -225,6 +275,7 @@ int main(void)
     tcase_add_test(tc, test_reader_finds_only_what_is_held);
     tcase_add_test(tc, test_writer_drops_what_it_held);
     tcase_add_test(tc, test_withdraw_waits_for_readers);
+    tcase_add_test(tc, test_unseen_mirrors_are_offered);
     tcase_add_test(tc, test_many_ranges_name_a_subset);
     tcase_add_test(tc, test_rows_and_records_are_limited);
     tcase_add_test(tc, test_readers_never_see_half_a_record);
