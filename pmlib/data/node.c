@@ -235,11 +235,16 @@ static uint64_t snapshot(rec_t *r, uint64_t handle, uint64_t version, uint64_t *
     return ld(&r->seq) == s && out[W_HANDLE] == handle ? s : 0;
 }
 
-bool pm__node_take(int self_row, uint64_t handle, uint64_t version, const pm__sub_t *q,
-                   pm__node_hold_t *h)
+/* What a reader looks for: record r of row `row`, copied into w when it
+ * is stable and wanted; its sequence number then, else 0. */
+typedef uint64_t (*want_fn)(rec_t *r, int row, uint64_t *w, void *arg);
+
+/* The first record of another process that want() takes, counted as read
+ * (unless its owner is changing it meanwhile) and filled into *h. */
+static bool take_first(int self_row, want_fn want, void *arg, pm__node_hold_t *h)
 {
     table_t *t = table();
-    if (t == NULL || handle == 0)
+    if (t == NULL)
         return false;
     uint64_t me = self(), w[WORDS];
     for (int i = 0; i < ROWS; i++) {
@@ -249,46 +254,8 @@ bool pm__node_take(int self_row, uint64_t handle, uint64_t version, const pm__su
             continue;
         for (int k = 0; k < RECS; k++) {
             rec_t *r = &rw->rec[k];
-            uint64_t s = snapshot(r, handle, version, w);
-            if (s == 0 || !covers(w + W_RANGES, (uint32_t)w[W_N], q))
-                continue;
-            __atomic_add_fetch(&r->readers, 1, __ATOMIC_SEQ_CST);
-            if (__atomic_load_n(&r->seq, __ATOMIC_SEQ_CST) != s) { /* the owner is taking it back */
-                __atomic_sub_fetch(&r->readers, 1, __ATOMIC_SEQ_CST);
-                continue;
-            }
-            h->row = i;
-            h->rec = k;
-            h->gen = w[W_GEN];
-            memcpy(h->ipc, &w[W_IPC], PM__NODE_IPC);
-            ld_bytes(h->dev, rw->dev, PM__NODE_DEV);
-            return true;
-        }
-    }
-    return false;
-}
-
-bool pm__node_take_unseen(int self_row, bool (*seen)(void *ctx, int row, uint64_t gen), void *ctx,
-                          pm__node_hold_t *h)
-{
-    table_t *t = table();
-    if (t == NULL)
-        return false;
-    uint64_t me = self(), w[W_RANGES];
-    for (int i = 0; i < ROWS; i++) {
-        row_t *rw = &t->row[i];
-        uint64_t pid = __atomic_load_n(&rw->pid, __ATOMIC_ACQUIRE);
-        if (i == self_row || pid == 0 || pid == me)
-            continue;
-        for (int k = 0; k < RECS; k++) {
-            rec_t *r = &rw->rec[k];
-            uint64_t s = __atomic_load_n(&r->seq, __ATOMIC_ACQUIRE);
-            if ((s & 1) || ld(&r->w[W_HANDLE]) == 0 || seen(ctx, i, ld(&r->w[W_GEN])))
-                continue;
-            for (int j = 0; j < W_RANGES; j++)
-                w[j] = ld(&r->w[j]);
-            __atomic_thread_fence(__ATOMIC_ACQUIRE);
-            if (ld(&r->seq) != s || w[W_HANDLE] == 0)
+            uint64_t s = want(r, i, w, arg);
+            if (s == 0)
                 continue;
             __atomic_add_fetch(&r->readers, 1, __ATOMIC_SEQ_CST);
             if (__atomic_load_n(&r->seq, __ATOMIC_SEQ_CST) != s) { /* the owner is changing it */
@@ -304,6 +271,52 @@ bool pm__node_take_unseen(int self_row, bool (*seen)(void *ctx, int row, uint64_
         }
     }
     return false;
+}
+
+typedef struct part_want {
+    uint64_t handle, version;
+    const pm__sub_t *q;
+} part_want_t;
+
+/* A record of the memory at the version that holds every row of the part. */
+static uint64_t want_part(rec_t *r, int row, uint64_t *w, void *arg)
+{
+    const part_want_t *a = arg;
+    (void)row;
+    uint64_t s = snapshot(r, a->handle, a->version, w);
+    return s != 0 && covers(w + W_RANGES, (uint32_t)w[W_N], a->q) ? s : 0;
+}
+
+bool pm__node_take(int self_row, uint64_t handle, uint64_t version, const pm__sub_t *q,
+                   pm__node_hold_t *h)
+{
+    part_want_t a = {handle, version, q};
+    return handle != 0 && take_first(self_row, want_part, &a, h);
+}
+
+typedef struct unseen_want {
+    bool (*seen)(void *ctx, int row, uint64_t gen);
+    void *ctx;
+} unseen_want_t;
+
+/* A record of any memory whose mirror the reader has not seen. */
+static uint64_t want_unseen(rec_t *r, int row, uint64_t *w, void *arg)
+{
+    const unseen_want_t *a = arg;
+    uint64_t s = __atomic_load_n(&r->seq, __ATOMIC_ACQUIRE);
+    if ((s & 1) || ld(&r->w[W_HANDLE]) == 0 || a->seen(a->ctx, row, ld(&r->w[W_GEN])))
+        return 0;
+    for (int j = 0; j < W_RANGES; j++)
+        w[j] = ld(&r->w[j]);
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    return ld(&r->seq) == s && w[W_HANDLE] != 0 ? s : 0;
+}
+
+bool pm__node_take_unseen(int self_row, bool (*seen)(void *ctx, int row, uint64_t gen), void *ctx,
+                          pm__node_hold_t *h)
+{
+    unseen_want_t a = {seen, ctx};
+    return take_first(self_row, want_unseen, &a, h);
 }
 
 void pm__node_drop(const pm__node_hold_t *h)
