@@ -276,6 +276,10 @@ int main(int argc, char **argv)
     if (pm_init(&argc, &argv) != 0)
         MPI_Abort(MPI_COMM_WORLD, 1);
     if (rank == 1) {
+        /* The requester waits as a stub waits for its inputs, and stands
+         * where one would: where the launcher left the ranks unbound,
+         * stubs are bound within their rank's share of the cores. */
+        pm__comm_bind_share();
         for (int k = 0; k < nsizes; k++) {
             pm_round(sizes[k], 3);
             double best = 1e30;

@@ -54,10 +54,16 @@ void pm__comm_hand_over(void);
  * does it. Call it holding no lock. */
 int pm__comm_poll(void);
 /* pm__spin_for for a `done` that calls pm__comm_poll: where that makes
- * progress and the launcher bound the rank to cores of its own, the caller
- * does the comm thread's work and yields the core to it only now and then
- * (pm__spin_self). */
+ * progress and the caller runs on cores of its rank's alone (the launcher
+ * bound the rank, or pmlib bound the thread within the rank's share:
+ * pm__own_core), the caller does the comm thread's work and yields the
+ * core to it only now and then (pm__spin_self). */
 bool pm__comm_spin(bool (*done)(const void *arg), const void *arg, uint64_t ns);
+/* Ranks of a machine that the launcher left unbound: binds the calling
+ * thread to this rank's share of the cores (the stubs' share) and marks
+ * it pm__own_core; false where there is no share, PMLIB_BIND=0, or
+ * binding fails. */
+bool pm__comm_bind_share(void);
 /* In a message handler: how long before the round that received the
  * message the one before it ended (0 while rounds follow each other; the
  * length of a nap otherwise): the most the message may have waited here. */

@@ -555,6 +555,7 @@ struct pm__stub {
     atomic_int poke;
     struct pm__task *handed; /* with the poke: a task to take a chunk of, held (or NULL) */
     atomic_bool warm;        /* asked to get its device ready (ops->ready) before any task */
+    atomic_bool in_share;    /* bound to a core of its rank's share (exec/stubs.c, bind_stubs) */
     /* A chunk this CPU stub runs on private copies of its bytes, which an
      * idle stub may run a copy of (exec/guard.c); under guard_lock, but
      * guard_task is read unlocked by stubs looking for a straggler. */
@@ -709,6 +710,7 @@ typedef struct pm__runtime {
 
     uint64_t spin_ns;         /* PMLIB_SPIN_US: how long idle threads poll */
     atomic_bool crowded;      /* more busy threads than cores: yield while polling */
+    int bind;                 /* PMLIB_BIND: 0 never, 1 always, 2 by default (exec/stubs.c) */
     double core_share;        /* this rank's share of the machine's cores (pm__yield_took) */
 
     atomic_int shutdown;      /* stubs stop (set under both locks) */
@@ -762,6 +764,10 @@ typedef struct pm__runtime {
 extern _Thread_local int pm__internal_thread;
 /* The stub this thread runs (NULL: not a stub thread). */
 extern _Thread_local pm__stub_t *pm__self_stub;
+/* This thread runs on cores no other rank's threads of pmlib run on: set
+ * by the comm thread and by stubs that pmlib bound within their rank's
+ * share of the cores (comm/comm.c: pm__comm_spin). */
+extern _Thread_local bool pm__own_core;
 /* Polls `done` (an atomic flag or state) for up to PMLIB_SPIN_US before
  * the caller sleeps; true if it became true. */
 bool pm__spin_until(bool (*done)(const void *arg), const void *arg);

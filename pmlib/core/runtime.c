@@ -16,6 +16,7 @@ int pm__check_mode;
 pm__host_info_t *pm__hosts;
 _Thread_local int pm__internal_thread;
 _Thread_local pm__stub_t *pm__self_stub;
+_Thread_local bool pm__own_core;
 
 atomic_int pm__life;
 pm__calls_t pm__inside; /* public calls running now */

@@ -554,6 +554,7 @@ static void *stub_main(void *arg)
     pm__internal_thread = 1;
     pm__self_stub = s;
     for (;;) {
+        pm__own_core = atomic_load_explicit(&s->in_share, memory_order_relaxed); /* bound after it started */
         if (atomic_load_explicit(&s->warm, memory_order_relaxed) && atomic_exchange(&s->warm, false))
             s->ops->ready(s);
         lock_work();
@@ -621,6 +622,7 @@ static void bind_stubs(void)
 {
     /* 2: not set (bind when a core is left for the program's thread). */
     uint64_t bind = pm__env_uint("PMLIB_BIND", "0 or 1", 0, 1, 2);
+    pm__rt.bind = (int)bind;
     if (bind == 0)
         return;
     cpu_set_t mask;
@@ -652,6 +654,7 @@ static void bind_stubs(void)
         CPU_SET(cores[j], &one);
         if (pthread_setaffinity_np(pm__rt.stubs[i].thread, sizeof one, &one) != 0)
             return; /* not allowed here: the system places them */
+        atomic_store(&pm__rt.stubs[i].in_share, share);
         j++;
     }
     pm__debug("host %d: %d CPU stubs bound to cores %d to %d", pm__rt.host, ncpu, cores[first + n - ncpu],
