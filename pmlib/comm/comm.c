@@ -54,9 +54,10 @@ static struct {
      * machine may use: then a stub polling for the comm thread shares its
      * core with threads of this rank alone (pm__comm_spin). */
     bool own_cores;
-    /* The launcher left the ranks of this machine unbound: this rank's
-     * share of the cores, as the stubs are bound (exec/stubs.c). */
-    bool has_share;
+    /* The launcher left the ranks of this machine unbound (unbound): this
+     * rank's share of the cores (pm__comm_share), nshare of them. */
+    bool unbound;
+    int nshare;
     cpu_set_t share;
     int core_sharers; /* ranks of this machine whose cores meet this rank's, itself included */
     /* When the last round ended, and how long before this one began
@@ -164,12 +165,24 @@ static void find_share(int me, int n)
             CPU_SET(c, &C.share);
         seen++;
     }
-    C.has_share = per > 0;
+    C.unbound = true;
+    C.nshare = per;
+}
+
+int pm__comm_share(int *cores, int max)
+{
+    if (!C.unbound)
+        return -1;
+    int n = 0;
+    for (int c = 0; c < CPU_SETSIZE && n < max && n < C.nshare; c++)
+        if (CPU_ISSET(c, &C.share))
+            cores[n++] = c;
+    return n;
 }
 
 bool pm__comm_bind_share(void)
 {
-    if (!C.has_share || pm__rt.bind == 0 || sched_setaffinity(0, sizeof C.share, &C.share) != 0)
+    if (C.nshare == 0 || pm__rt.bind == 0 || sched_setaffinity(0, sizeof C.share, &C.share) != 0)
         return false;
     pm__own_core = true;
     return true;

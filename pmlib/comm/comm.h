@@ -59,6 +59,11 @@ int pm__comm_poll(void);
  * pm__own_core), the caller does the comm thread's work and yields the
  * core to it only now and then (pm__spin_self). */
 bool pm__comm_spin(bool (*done)(const void *arg), const void *arg, uint64_t ns);
+/* Ranks of a machine that the launcher left unbound share out its cores,
+ * rank r of n the r-th n-th: this rank's (at most max) into cores, in
+ * order, and their count (0 with more ranks than cores); -1 where the
+ * launcher bound the ranks, or the rank is alone on its machine. */
+int pm__comm_share(int *cores, int max);
 /* Ranks of a machine that the launcher left unbound: binds the calling
  * thread to this rank's share of the cores (the stubs' share) and marks
  * it pm__own_core; false where there is no share, PMLIB_BIND=0, or

@@ -625,27 +625,25 @@ static void bind_stubs(void)
     pm__rt.bind = (int)bind;
     if (bind == 0)
         return;
-    cpu_set_t mask;
-    if (sched_getaffinity(0, sizeof mask, &mask) != 0)
-        return;
-    int cores[CPU_SETSIZE], n = 0;
-    for (int c = 0; c < CPU_SETSIZE; c++)
-        if (CPU_ISSET(c, &mask))
-            cores[n++] = c;
-    long online = sysconf(_SC_NPROCESSORS_ONLN);
-    int first = 0;
-    bool share = pm__rt.local_size > 1 && online > 0 && n >= online; /* ranks the launcher left unbound */
-    if (share) {
-        int per = n / pm__rt.local_size;
-        first = per * pm__rt.local_rank;
-        n = per;
+    /* The cores: this rank's share where the launcher left the ranks
+     * unbound, else the process's affinity mask. */
+    int cores[CPU_SETSIZE], n = pm__comm_share(cores, CPU_SETSIZE);
+    const bool share = n >= 0;
+    if (!share) {
+        cpu_set_t mask;
+        if (sched_getaffinity(0, sizeof mask, &mask) != 0)
+            return;
+        n = 0;
+        for (int c = 0; c < CPU_SETSIZE; c++)
+            if (CPU_ISSET(c, &mask))
+                cores[n++] = c;
     }
     int ncpu = 0;
     for (int i = 0; i < pm__rt.nstubs; i++)
         ncpu += pm__rt.stubs[i].ops->kind == PM_DEVICE_CPU;
     if (ncpu == 0 || ncpu > n || (bind == 2 && ncpu >= n && !share))
         return;
-    int j = first + n - ncpu;
+    int j = n - ncpu;
     for (int i = 0; i < pm__rt.nstubs; i++) {
         if (pm__rt.stubs[i].ops->kind != PM_DEVICE_CPU)
             continue;
@@ -657,8 +655,7 @@ static void bind_stubs(void)
         atomic_store(&pm__rt.stubs[i].in_share, share);
         j++;
     }
-    pm__debug("host %d: %d CPU stubs bound to cores %d to %d", pm__rt.host, ncpu, cores[first + n - ncpu],
-              cores[first + n - 1]);
+    pm__debug("host %d: %d CPU stubs bound to cores %d to %d", pm__rt.host, ncpu, cores[n - ncpu], cores[n - 1]);
 }
 
 /* CPU stubs first, then one per GPU this process drives. */
