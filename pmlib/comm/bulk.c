@@ -21,12 +21,13 @@
  *           Large payloads of small pieces (strided rows) go the same way
  *           uncompressed, packed in fragments of PM__PFRAG;
  *   cma     except to a host on the same machine whose process may read
- *           this one's memory (probed at start-up): the control message
- *           lists the pieces' addresses here, the receiver copies them
- *           into its own pieces with process_vm_readv (one copy, where
- *           packing cost three) and answers with a byte on the
- *           acknowledgement communicator, after which the pieces are
- *           free.
+ *           this one's memory (probed at start-up), payloads of many
+ *           small pieces and those of one piece up to PM__CMA_ONE_MAX:
+ *           the control message lists the pieces' addresses here, the
+ *           receiver copies them into its own pieces with
+ *           process_vm_readv (one copy, where packing cost three) and
+ *           answers with a byte on the acknowledgement communicator,
+ *           after which the pieces are free.
  * Each payload has its own tag on the payload communicator (a counter per
  * destination), so its fragments match only its receives.
  */
@@ -69,6 +70,14 @@
  * machine a round may come milliseconds after the one before: MPI too
  * lands a whole fragment of up to 4 MiB, packed, within one round). */
 #define PM__CMA_STEP ((uint64_t)16 << 20)
+/* A payload of one piece up to this long goes cma too, where the host can:
+ * one copy by the receiver, while MPI, on a machine where it may not read
+ * another process's memory itself, copies through shared buffers twice (2
+ * ranks of an H200 host, bench/transport: 64 KiB at 125 to 148% of MPI's
+ * rate, 256 KiB 156 to 187%, 1 MiB 119 to 156%, against 72 to 99% as a raw
+ * fragment; 4 MiB even, and from 16 MiB the kernel's copy fell behind MPI's
+ * pipelined one, 59 to 75%). Where MPI reads directly too (cpu2), even. */
+#define PM__CMA_ONE_MAX ((uint64_t)1 << 20)
 /* The most pieces a cma payload lists (16 bytes each in its message). */
 #define PM__CMA_MAX_PIECES (1u << 20)
 
@@ -449,6 +458,8 @@ void pm__comm_send_bulk(int dest, int tag, pm__wbuf_t *hdr, const pm__seg_t *seg
     for (int i = 0; i < nseg; i++)
         pieces += segs[i].n > 0;
     bool plain = !(flags & (PM__BULK_ZLIB | PM__BULK_ZLIB_AUTO)) || bytes < PM__ZMIN;
+    if (plain && pieces == 1 && bytes <= PM__CMA_ONE_MAX && send_cma(bo, pieces))
+        return;
     if (plain && (pieces < 2 || plan_pieces(bo, pieces))) {
         send_raw(bo);
         return;

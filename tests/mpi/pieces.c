@@ -130,6 +130,19 @@ static void add_cases(void)
     c->name = "raw";
     equal(&c->send, 1, 3 * MiB + 5);
     uneven(&c->recv, 13, total(&c->send));
+    /* One piece up to 1 MiB: read by the receiver on one machine (raw
+     * with PMLIB_CMA=0), into several pieces or one, empty ones around. */
+    c = &cases[ncases++];
+    c->name = "one piece read";
+    equal(&c->send, 1, 600 * KiB + 3);
+    uneven(&c->recv, 5, total(&c->send));
+    c = &cases[ncases++];
+    c->name = "one piece among empty ones";
+    c->send.nseg = 3;
+    c->send.len[0] = 0;
+    c->send.len[1] = MiB;
+    c->send.len[2] = 0;
+    equal(&c->recv, 1, MiB);
     /* Large pieces: one message each; the receiver's in one piece. */
     c = &cases[ncases++];
     c->name = "large pieces";
