@@ -498,6 +498,8 @@ void pm__task_destroy(pm__task_t *t);
 void pm__task_free_all(void);
 /* Waits until host 0 has no unfinished task (runtime lock held). */
 void pm__task_wait_none_locked(void);
+/* Host 0: submitted tasks not finished yet (0 or less: none). */
+int64_t pm__tasks_unfinished(void);
 
 /* ---- scheduling (sched/) ----------------------------------------------- */
 
@@ -738,6 +740,17 @@ typedef struct pm__runtime {
     _Alignas(64) atomic_uint_fast64_t woken; /* stubs woken for work so far (at most) */
     atomic_uint_fast64_t work_gen; /* moves whenever work is added */
 
+    /* Host 0: tasks submitted and finished, the unfinished ones being the
+     * difference (pm__tasks_unfinished), and the threads in
+     * pm_task_wait_all and in pm_task_wait (changed under the runtime
+     * lock): a task that ends without the lock wakes them. Stubs write
+     * `finished` and read the waiters at every task's end; the program
+     * thread writes `submitted` alone, on a line of its own below. One
+     * count written by both took a line from a stub at every submit (16
+     * cores: a third of pm_task_submit's own time). */
+    _Alignas(64) atomic_uint_fast64_t finished;
+    int all_waiters, task_waiters; /* atomic */
+
     _Alignas(64) pthread_mutex_t lock; /* everything below */
     pthread_cond_t done_cv;   /* waiters wait for tasks */
     int serving, shutdown_received;
@@ -747,10 +760,7 @@ typedef struct pm__runtime {
      * else a task without memories on one host is not, and ends without
      * the runtime lock. */
     bool list_all;
-    int nactive_local;        /* host 0: unfinished submitted tasks (atomic) */
-    /* Threads in pm_task_wait_all and in pm_task_wait (atomic, changed
-     * under the lock): a task that ends without the lock wakes them. */
-    int all_waiters, task_waiters;
+    atomic_uint_fast64_t submitted; /* host 0 (see finished) */
     pm__task_t **byseq;       /* sequence number table, chained */
     size_t nbyseq, byseq_cap;
     uint64_t next_seq;

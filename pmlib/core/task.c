@@ -721,7 +721,7 @@ void pm__stubs_woken(int k)
 {
     for (int i = 0; i < pm__rt.nstubs; i++)
         if ((pm__rt.stubs[i].ops->kind == PM_DEVICE_GPU) == (k == 1))
-            atomic_store(&pm__rt.stubs[i].parked, false);
+            atomic_store_explicit(&pm__rt.stubs[i].parked, false, memory_order_relaxed);
 }
 
 /* Wake-ups decided under the ready lock and sent after it is dropped, so
@@ -770,7 +770,12 @@ static void wake_stubs_locked(wake_t *w, int k, uint64_t poke, uint64_t wake, pm
         atomic_fetch_add_explicit(&t->holds, (int)poked, memory_order_relaxed);
     for (uint64_t i = 0; i < poked; i++) {
         pm__stub_t *s = pm__rt.spinners[k][--n];
-        atomic_store(&s->parked, false);
+        /* Relaxed: a hint for others_left (sched/pull.c), ordered for the
+         * stub by the poke's release. Sequentially consistent, it was a
+         * locked exchange that waited for every store before it, the new
+         * task's block among them, and for the stub's line (16 cores: 70%
+         * of the time in this function). */
+        atomic_store_explicit(&s->parked, false, memory_order_relaxed);
         s->handed = hand ? t : NULL;
         atomic_store_explicit(&s->poke, 1, memory_order_release);
     }
@@ -1181,7 +1186,8 @@ static int enqueue_locked(pm__task_t *t, bool *held)
         t->mems[i]->users++;
     if (pm__rt.list_all || t->desc.nmem > 0 || pm__rt.nhosts > 1)
         tlist_append(&pm__rt.active, t, ACTIVE_LINK);
-    __atomic_add_fetch(&pm__rt.nactive_local, 1, __ATOMIC_RELAXED);
+    atomic_store_explicit(&pm__rt.submitted, atomic_load_explicit(&pm__rt.submitted, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
     t->state = PM__TASK_WAITING;
     *held = subscribe_at_submit(t);
     atomic_fetch_add_explicit(&t->ndeps, *held, memory_order_relaxed);
@@ -1377,7 +1383,7 @@ static void release_locked(pm__task_t *t)
     seq_remove_locked(t);
     if (t->host_busy != NULL)
         pm__hooks.task_released(t);
-    __atomic_sub_fetch(&pm__rt.nactive_local, 1, __ATOMIC_RELEASE);
+    atomic_fetch_add_explicit(&pm__rt.finished, 1, memory_order_release);
     for (int i = 0; i < t->ndependents; i++)
         if (atomic_fetch_sub(&t->dependents[i]->ndeps, 1) == 1)
             make_ready_locked(t->dependents[i], false);
@@ -1386,12 +1392,20 @@ static void release_locked(pm__task_t *t)
         pm__rt.first_failure = t->status;
 }
 
+int64_t pm__tasks_unfinished(void)
+{
+    /* Finished first: a task counted there was submitted before, so the
+     * difference never misses one submitted before the look. */
+    uint64_t f = atomic_load(&pm__rt.finished);
+    return (int64_t)(atomic_load(&pm__rt.submitted) - f);
+}
+
 /*
  * A task without memories on one host that did not fail (and is not on the
  * active list) has nothing under the runtime lock to undo: no memory
  * state, no dependents, no task waiting for it. It ends without the lock;
  * waiters are found through counters, in this order: the task is done,
- * then the count of unfinished tasks drops, then the waiter counts are
+ * then the count of finished tasks rises, then the waiter counts are
  * read (a waiter raises its count before it looks, so one of the two sees
  * the other). The task is not read once it is done: the program may free it.
  */
@@ -1401,9 +1415,11 @@ static bool quick_finish(pm__task_t *t)
         return false;
     pm__task_unready(t);
     __atomic_store_n(&t->state, PM__TASK_DONE, __ATOMIC_SEQ_CST);
-    int left = __atomic_sub_fetch(&pm__rt.nactive_local, 1, __ATOMIC_SEQ_CST);
+    atomic_fetch_add(&pm__rt.finished, 1);
+    /* The submitted count only where a thread waits for all: while the
+     * program submits, its line stays the program thread's. */
     if (__atomic_load_n(&pm__rt.task_waiters, __ATOMIC_SEQ_CST) > 0 ||
-        (left == 0 && __atomic_load_n(&pm__rt.all_waiters, __ATOMIC_SEQ_CST) > 0)) {
+        (__atomic_load_n(&pm__rt.all_waiters, __ATOMIC_SEQ_CST) > 0 && pm__tasks_unfinished() <= 0)) {
         pthread_mutex_lock(&pm__rt.lock);
         pthread_cond_broadcast(&pm__rt.done_cv);
         pthread_mutex_unlock(&pm__rt.lock);
@@ -1434,8 +1450,8 @@ static void task_finish(pm__task_t *t)
     pthread_mutex_lock(&pm__rt.lock);
     release_locked(t);
     /* Wake only those waiting for this task, or for all when none is left. */
-    bool wake = t->waiters > 0 || (__atomic_load_n(&pm__rt.all_waiters, __ATOMIC_SEQ_CST) > 0 &&
-                                   __atomic_load_n(&pm__rt.nactive_local, __ATOMIC_SEQ_CST) == 0);
+    bool wake = t->waiters > 0 ||
+                (__atomic_load_n(&pm__rt.all_waiters, __ATOMIC_SEQ_CST) > 0 && pm__tasks_unfinished() <= 0);
     __atomic_store_n(&t->state, PM__TASK_DONE, __ATOMIC_RELEASE);
     if (wake)
         pthread_cond_broadcast(&pm__rt.done_cv);
@@ -1526,20 +1542,20 @@ int pm_task_wait(pm_task_t task)
 static bool none_left(const void *arg)
 {
     (void)arg;
-    return __atomic_load_n(&pm__rt.nactive_local, __ATOMIC_ACQUIRE) == 0;
+    return pm__tasks_unfinished() <= 0;
 }
 
 /* Waits until no submitted task is unfinished; runtime lock held. */
 void pm__task_wait_none_locked(void)
 {
     __atomic_add_fetch(&pm__rt.all_waiters, 1, __ATOMIC_SEQ_CST);
-    if (__atomic_load_n(&pm__rt.nactive_local, __ATOMIC_SEQ_CST) > 0) {
+    if (pm__tasks_unfinished() > 0) {
         pthread_mutex_unlock(&pm__rt.lock);
         pm__spin_until(none_left, NULL);
         pthread_mutex_lock(&pm__rt.lock);
     }
     program_sleeps(+1);
-    while (__atomic_load_n(&pm__rt.nactive_local, __ATOMIC_SEQ_CST) > 0)
+    while (pm__tasks_unfinished() > 0)
         pthread_cond_wait(&pm__rt.done_cv, &pm__rt.lock);
     program_sleeps(-1);
     __atomic_sub_fetch(&pm__rt.all_waiters, 1, __ATOMIC_SEQ_CST);
