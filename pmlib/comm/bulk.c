@@ -820,8 +820,11 @@ static void cma_step(pm__bulk_in_t *bi)
     if (got <= 0) {
         if (got < 0 && errno == EINTR)
             return;
-        pm__error("cannot read a payload from host %d's memory (process_vm_readv: %s); "
-                  "run with PMLIB_CMA=0", bi->src, got < 0 ? strerror(errno) : "nothing read");
+        if (got < 0 && errno == ESRCH) /* the host died: its loss is reported as such */
+            pm__error("host %d ended while this host read a payload from its memory", bi->src);
+        else
+            pm__error("cannot read a payload from host %d's memory (process_vm_readv: %s); "
+                      "run with PMLIB_CMA=0", bi->src, got < 0 ? strerror(errno) : "nothing read");
         bi->status = PM_EMPI;
     } else {
         bi->cma_at += (uint64_t)got;
