@@ -4,6 +4,9 @@
  *   readers between them, independent writers) finish with the results of
  *   running them one by one in submit order; pm_task_wait_all reports the
  *   first failure; pm_finalize waits for unfinished tasks;
+ * - program threads submitting at once (chains and tasks without
+ *   memories): each one's pm_task_wait_all returns only once every task it
+ *   submitted is done, with the serial results;
  * - pm_task_test says "not done" while a task is held and gives its status
  *   once it finished, without pm_task_wait; a task whose subscriptions
  *   overlap fails after the task it waits for and runs nothing;
@@ -20,6 +23,7 @@
 #include "testutil.h"
 
 #include <float.h>
+#include <pthread.h>
 #include <math.h>
 
 /* Subtask `id` of `n` owns elements [slice_lo(id), slice_lo(id + 1)). */
@@ -227,6 +231,83 @@ START_TEST(test_task_blocks_beyond_slabs)
         ck_assert_int_eq(pm_memory_release(m), PM_OK);
         ck_assert_int_eq(pm_finalize(), PM_OK);
         setup4();
+    }
+}
+END_TEST
+
+/* Several program threads submit at once, each a chain of tasks on its own
+ * memory and as many tasks without memories, then wait for all: when a
+ * thread's pm_task_wait_all returns, every task it submitted before is done
+ * (the count of unfinished tasks never misses one, whichever thread's
+ * submit or task end moved it last). Threads record what they find
+ * (tu_note); the test checks it after joining them. */
+#define SUBMITTERS 4
+#define SUBMITTER_TASKS 300
+
+static atomic_int ticks;
+
+static int tick_cpu(const pm_subtask_info_t *info)
+{
+    (void)info;
+    atomic_fetch_add(&ticks, 1);
+    return 0;
+}
+
+typedef struct submitter {
+    pm_memory_t m;
+    pm_task_t chain[SUBMITTER_TASKS], lone[SUBMITTER_TASKS];
+} submitter_t;
+
+static void *submitter_main(void *arg)
+{
+    submitter_t *w = arg;
+    step_conf_t c = {STEP_ADD, 0, STEP_ELEMS, 0};
+    for (int k = 0; k < SUBMITTER_TASKS; k++) {
+        pm_task_desc_t desc;
+        tu_note(pm_task_desc_init(&desc) != PM_OK);
+        desc.callbacks = "step";
+        desc.subtasks = STEP_SUBTASKS;
+        desc.conf = &c;
+        desc.conf_bytes = sizeof(c);
+        tu_note(pm_task_desc_add(&desc, w->m, PM_READ_WRITE) != PM_OK);
+        tu_note(pm_task_submit(&desc, &w->chain[k]) != PM_OK);
+        tu_note(pm_task_desc_init(&desc) != PM_OK);
+        desc.callbacks = "tick";
+        desc.subtasks = 1;
+        tu_note(pm_task_submit(&desc, &w->lone[k]) != PM_OK);
+    }
+    tu_note(pm_task_wait_all() != PM_OK);
+    for (int k = 0; k < SUBMITTER_TASKS; k++) {
+        int done = -1;
+        tu_note(pm_task_test(w->chain[k], &done) != PM_OK || done != 1);
+        done = -1;
+        tu_note(pm_task_test(w->lone[k], &done) != PM_OK || done != 1);
+    }
+    const uint32_t *x = pm_memory_data(w->m);
+    for (uint32_t i = 0; i < STEP_ELEMS; i++)
+        tu_note(x[i] != SUBMITTER_TASKS);
+    return NULL;
+}
+
+START_TEST(test_submit_from_threads)
+{
+    static submitter_t w[SUBMITTERS];
+    pthread_t th[SUBMITTERS];
+    atomic_store(&ticks, 0);
+    for (int i = 0; i < SUBMITTERS; i++)
+        w[i].m = tu_memory(STEP_ELEMS * 4);
+    for (int i = 0; i < SUBMITTERS; i++)
+        ck_assert_int_eq(pthread_create(&th[i], NULL, submitter_main, &w[i]), 0);
+    for (int i = 0; i < SUBMITTERS; i++)
+        ck_assert_int_eq(pthread_join(th[i], NULL), 0);
+    ck_assert_int_eq(atomic_load(&tu_callback_errors), 0);
+    ck_assert_int_eq(atomic_load(&ticks), SUBMITTERS * SUBMITTER_TASKS);
+    for (int i = 0; i < SUBMITTERS; i++) {
+        for (int k = 0; k < SUBMITTER_TASKS; k++) {
+            ck_assert_int_eq(pm_task_release(w[i].chain[k]), PM_OK);
+            ck_assert_int_eq(pm_task_release(w[i].lone[k]), PM_OK);
+        }
+        ck_assert_int_eq(pm_memory_release(w[i].m), PM_OK);
     }
 }
 END_TEST
@@ -718,6 +799,7 @@ static void register_all(void)
     tu_register("det", det_subscribe, det_cpu);
     tu_register("once", once_subscribe, once_cpu);
     tu_register("overlap", overlap_subscribe, overlap_cpu);
+    tu_register("tick", NULL, tick_cpu);
 }
 
 static void setup4(void)
@@ -767,6 +849,7 @@ static Suite *tasks_suite(void)
     tcase_add_test(flight, test_many_tasks_in_flight);
     tcase_add_test(flight, test_wait_all_reports_failure);
     tcase_add_test(flight, test_wait_all_nothing_submitted);
+    tcase_add_test(flight, test_submit_from_threads);
     tcase_add_test(fin, test_finalize_waits_for_tasks);
     tcase_add_test(test, test_task_test);
     tcase_add_test(test, test_task_test_failed);
