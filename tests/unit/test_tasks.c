@@ -301,7 +301,10 @@ START_TEST(test_submit_from_threads)
     for (int i = 0; i < SUBMITTERS; i++)
         ck_assert_int_eq(pthread_join(th[i], NULL), 0);
     ck_assert_int_eq(atomic_load(&tu_callback_errors), 0);
-    ck_assert_int_eq(atomic_load(&ticks), SUBMITTERS * SUBMITTER_TASKS);
+    /* At least once each: a straggling subtask may also run as a copy
+     * (design-notes.md, "Straggler copies within a host"), and what a
+     * callback does outside the task's memories is not undone. */
+    ck_assert_int_ge(atomic_load(&ticks), SUBMITTERS * SUBMITTER_TASKS);
     for (int i = 0; i < SUBMITTERS; i++) {
         for (int k = 0; k < SUBMITTER_TASKS; k++) {
             ck_assert_int_eq(pm_task_release(w[i].chain[k]), PM_OK);
