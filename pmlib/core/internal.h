@@ -744,8 +744,9 @@ typedef struct pm__runtime {
      * difference (pm__tasks_unfinished), and the threads in
      * pm_task_wait_all and in pm_task_wait (changed under the runtime
      * lock): a task that ends without the lock wakes them. Stubs write
-     * `finished` and read the waiters at every task's end; the program
-     * thread writes `submitted` alone, on a line of its own below. One
+     * `finished` and read the waiters at every task's end; submitting
+     * threads write `submitted` under the runtime lock, on its line
+     * below, which stubs read only while a thread waits for all. One
      * count written by both took a line from a stub at every submit (16
      * cores: a third of pm_task_submit's own time). */
     _Alignas(64) atomic_uint_fast64_t finished;

@@ -1186,6 +1186,7 @@ static int enqueue_locked(pm__task_t *t, bool *held)
         t->mems[i]->users++;
     if (pm__rt.list_all || t->desc.nmem > 0 || pm__rt.nhosts > 1)
         tlist_append(&pm__rt.active, t, ACTIVE_LINK);
+    /* Under the runtime lock: a plain store, no locked add. */
     atomic_store_explicit(&pm__rt.submitted, atomic_load_explicit(&pm__rt.submitted, memory_order_relaxed) + 1,
                           memory_order_relaxed);
     t->state = PM__TASK_WAITING;
