@@ -744,17 +744,28 @@ static void wake_send(const wake_t *w)
     }
 }
 
+/* Pokes stub s, taken off the pollers, handing it t (held) or nothing. */
+static void poke_stub(pm__stub_t *s, pm__task_t *t)
+{
+    /* Relaxed: a hint for others_left (sched/pull.c), ordered for the
+     * stub by the poke's release. Sequentially consistent, it was a
+     * locked exchange that waited for every store before it, the new
+     * task's block among them, and for the stub's line (16 cores: 70% of
+     * the time in wake_stubs_locked). */
+    atomic_store_explicit(&s->parked, false, memory_order_relaxed);
+    s->handed = t;
+    atomic_store_explicit(&s->poke, 1, memory_order_release);
+}
+
 /*
  * Hands new work to idle stubs of kind k (ready lock held; wake_send()
- * after it is dropped): pokes up to `poke` polling stubs, the latest to
- * poll first, then wakes parked stubs until `wake` stubs in all are on
- * their way. A poke costs a store to a line the poller watches; a wake-up
- * costs a system call and the sleeper's way back, hence the two counts.
+ * after it is dropped): pokes up to `poke` polling stubs, then wakes
+ * parked stubs until `wake` stubs in all are on their way. A poke costs a
+ * store to a line the poller watches; a wake-up costs a system call and
+ * the sleeper's way back, hence the two counts.
  */
 static void wake_stubs_locked(wake_t *w, int k, uint64_t poke, uint64_t wake, pm__task_t *t)
 {
-    int n = atomic_load_explicit(&pm__rt.nspin[k], memory_order_relaxed);
-    uint64_t poked = poke < (uint64_t)n ? poke : (uint64_t)n;
     /* On one host a poke hands the task itself, held (its block stays,
      * pm__task_hold) until the stub has tried to take a chunk: the stub
      * takes its chunk without the ready lock, which many stubs poked at
@@ -762,24 +773,24 @@ static void wake_stubs_locked(wake_t *w, int k, uint64_t poke, uint64_t wake, pm
      * waits for: on a crowded machine a poked stub may not run for a
      * scheduler's time slice, and the task and all that depends on it
      * would wait as long. The task cannot end while a chunk is
-     * untaken, so a late stub finds none and lets go. Every hold is in
-     * place before the first poke: a poked stub may run the whole of a
-     * short task before the last poke is sent. */
+     * untaken, so a late stub finds none and lets go. The holds of a
+     * round are in place before its first poke: a poked stub may run the
+     * whole of a short task before the last poke is sent. */
     bool hand = t != NULL && pm__rt.nhosts == 1 && __atomic_load_n(&t->state, __ATOMIC_ACQUIRE) == PM__TASK_RUN;
-    if (hand && poked > 0)
-        atomic_fetch_add_explicit(&t->holds, (int)poked, memory_order_relaxed);
-    for (uint64_t i = 0; i < poked; i++) {
-        pm__stub_t *s = pm__rt.spinners[k][--n];
-        /* Relaxed: a hint for others_left (sched/pull.c), ordered for the
-         * stub by the poke's release. Sequentially consistent, it was a
-         * locked exchange that waited for every store before it, the new
-         * task's block among them, and for the stub's line (16 cores: 70%
-         * of the time in this function). */
-        atomic_store_explicit(&s->parked, false, memory_order_relaxed);
-        s->handed = hand ? t : NULL;
-        atomic_store_explicit(&s->poke, 1, memory_order_release);
+    uint64_t poked = 0;
+    while (poked < poke) {
+        pm__stub_t *got[64];
+        int n = 0;
+        while (n < 64 && poked + (uint64_t)n < poke && (got[n] = pm__pollers_pop(k)) != NULL)
+            n++;
+        if (hand && n > 0)
+            atomic_fetch_add_explicit(&t->holds, n, memory_order_relaxed);
+        for (int i = 0; i < n; i++)
+            poke_stub(got[i], hand ? t : NULL);
+        poked += (uint64_t)n;
+        if (n < 64)
+            break;
     }
-    atomic_store_explicit(&pm__rt.nspin[k], n, memory_order_relaxed);
     uint64_t chunks = wake > poked ? wake - poked : 0;
     /* Too few pollers for the work: wake sleepers for it as well while
      * the stubs awake leave them room to poll afterwards, so that work
@@ -840,7 +851,7 @@ void pm__task_wake_more(pm__task_t *t, pm_device_kind_t kind, uint64_t chunk_ns)
 {
     const int k = kind == PM_DEVICE_GPU;
     int parked = atomic_load_explicit(&pm__rt.parked[k], memory_order_relaxed);
-    bool may_poke = atomic_load_explicit(&pm__rt.nspin[k], memory_order_relaxed) > 0 ||
+    bool may_poke = pm__pollers_count(k) > 0 ||
                     (parked > 0 && pm__rt.spin_ns > 0 && pm__stubs_poll_room() > 0);
     if (!may_poke && parked == 0)
         return;
@@ -858,23 +869,28 @@ void pm__task_wake_more(pm__task_t *t, pm_device_kind_t kind, uint64_t chunk_ns)
 
 /*
  * A running task of one chunk that only CPU stubs run, on one host, goes
- * to a polling CPU stub alone, never onto the ready lists (ready lock
- * held): the poked stub takes its chunk, and no other stub could. Listed,
- * it would cost that stub one more trip through the ready lock to take
- * it off, and the task's list links two more shared lines. Not when a
- * stub made it ready: that stub looks for work next and takes it itself.
+ * to a polling CPU stub alone, never onto the ready lists, and without
+ * the ready lock: the poked stub takes its chunk, and no other stub
+ * could. Listed, it would cost that stub one more trip through the ready
+ * lock to take it off, and the task's list links two more shared lines.
+ * Not when a stub made it ready: that stub looks for work next and takes
+ * it itself. False when no CPU stub polls: then the task is listed, and
+ * a stub that starts polling meanwhile is poked there (it adds itself to
+ * the pollers under the ready lock, which listing holds).
  */
-static bool hand_whole_locked(pm__task_t *t)
+static bool hand_whole(pm__task_t *t)
 {
     if (t->nchunks != 1 || t->run_kinds != 1u || !(t->every_kind & 1u) || pm__rt.nhosts != 1 ||
-        __atomic_load_n(&t->state, __ATOMIC_ACQUIRE) != PM__TASK_RUN ||
-        atomic_load_explicit(&pm__rt.nspin[0], memory_order_relaxed) == 0)
+        __atomic_load_n(&t->state, __ATOMIC_ACQUIRE) != PM__TASK_RUN)
         return false;
     const pm__stub_t *me = pm__self_stub;
     if (me != NULL && me->ops->kind == PM_DEVICE_CPU && pm__task_runnable_on(t, me))
         return false;
-    wake_t w = {0};
-    wake_stubs_locked(&w, 0, 1, 0, t);
+    pm__stub_t *s = pm__pollers_pop(0);
+    if (s == NULL)
+        return false;
+    atomic_fetch_add_explicit(&t->holds, 1, memory_order_relaxed);
+    poke_stub(s, t);
     return true;
 }
 
@@ -882,12 +898,10 @@ void pm__task_ready_locked(pm__task_t *t)
 {
     bool prepare = t->state == PM__TASK_PREPARE;
     unsigned kinds = prepare ? t->all_kinds : t->run_kinds;
+    if (!prepare && hand_whole(t))
+        return;
     wake_t w = {0};
     pthread_mutex_lock(&pm__rt.ready_lock);
-    if (!prepare && hand_whole_locked(t)) {
-        pthread_mutex_unlock(&pm__rt.ready_lock);
-        return;
-    }
     for (int k = 0; k < 2; k++)
         if (kinds & (1u << k))
             tlist_append(&pm__rt.ready[k], t, READY_LINK(k));

@@ -152,9 +152,20 @@ static uint64_t expect_ns(const pm__stub_t *s, const pm__task_t *t)
 static uint64_t take_batch(pm__stub_t *s, pm__task_t *t, uint64_t k, uint64_t *guess)
 {
     uint64_t ns = *guess = expect_ns(s, t);
-    if (ns == 0 || 2 * ns > PM__BATCH_NS)
+    if (ns == 0)
         return 1;
-    uint64_t b = PM__BATCH_NS / ns < PM__BATCH_MAX ? PM__BATCH_NS / ns : PM__BATCH_MAX;
+    uint64_t b;
+    /* A task whose whole work is worth no more than one stub (no other
+     * was engaged for it, core/task.c) runs as one batch: batches of
+     * PM__BATCH_NS cost their hand-outs and timings for stubs that do
+     * not come (16 cores, tasks of 16 empty subtasks on one memory: 3
+     * batches a task where 2 cores, faster per chunk, ran one). */
+    if ((double)ns * (double)t->nchunks <= pm__poke_worth_ns())
+        b = PM__BATCH_MAX;
+    else if (2 * ns > PM__BATCH_NS)
+        return 1;
+    else
+        b = PM__BATCH_NS / ns < PM__BATCH_MAX ? PM__BATCH_NS / ns : PM__BATCH_MAX;
     return 1 + pm__ranges_extend(t, s->index, k + 1, b - 1);
 }
 
@@ -421,9 +432,7 @@ static void unlock_work(void)
  * thread with work. */
 static bool may_poll_locked(void)
 {
-    int polling = atomic_load_explicit(&pm__rt.nspin[0], memory_order_relaxed) +
-                  atomic_load_explicit(&pm__rt.nspin[1], memory_order_relaxed);
-    return polling == 0 || pm__stubs_poll_room() >= 0;
+    return pm__pollers_count(0) + pm__pollers_count(1) == 0 || pm__stubs_poll_room() >= 0;
 }
 
 static bool poked(const void *arg)
@@ -450,23 +459,13 @@ static bool poked_or_news(const void *arg)
     return pm__comm_poll() > 0 && atomic_load_explicit(&pm__rt.work_gen, memory_order_acquire) != w->gen;
 }
 
-/* Takes a polling stub off its kind's pollers (ready lock). */
-static void unpoll_locked(pm__stub_t *s, int kind)
-{
-    int last = atomic_load_explicit(&pm__rt.nspin[kind], memory_order_relaxed) - 1;
-    pm__stub_t *moved = pm__rt.spinners[kind][last];
-    pm__rt.spinners[kind][s->spin_slot] = moved;
-    moved->spin_slot = s->spin_slot;
-    atomic_store_explicit(&pm__rt.nspin[kind], last, memory_order_relaxed);
-}
-
 /*
  * No work found (work lock held): poll a short spell (PMLIB_SPIN_US) so new
  * work starts within microseconds, then sleep until work is added. Returns
  * with no lock held. A polling stub watches only its own poke: the thread
- * that adds work pokes as many pollers as the work is worth, the latest
- * first (pm__task_ready_locked), so new work sends no crowd of stubs after
- * the ready lock and a few stubs stay busy while the others wait.
+ * that adds work pokes as many pollers as the work is worth
+ * (pm__task_ready_locked), so new work sends no crowd of stubs after the
+ * ready lock and a few stubs stay busy while the others wait.
  */
 static pm__task_t *idle(pm__stub_t *s, uint64_t wait_ns)
 {
@@ -482,10 +481,7 @@ static pm__task_t *idle(pm__stub_t *s, uint64_t wait_ns)
     if (poll) {
         atomic_store_explicit(&s->poke, 0, memory_order_relaxed);
         atomic_store(&s->parked, true); /* comes only when poked */
-        int n = atomic_load_explicit(&pm__rt.nspin[kind], memory_order_relaxed);
-        s->spin_slot = n;
-        pm__rt.spinners[kind][n] = s;
-        atomic_store_explicit(&pm__rt.nspin[kind], n + 1, memory_order_relaxed);
+        pm__pollers_add(s, kind);
     }
     if (pm__rt.nhosts > 1)
         pthread_mutex_unlock(&pm__rt.lock);
@@ -498,12 +494,12 @@ static pm__task_t *idle(pm__stub_t *s, uint64_t wait_ns)
         if (done && atomic_load_explicit(&s->poke, memory_order_acquire))
             return s->handed;
         pthread_mutex_lock(&pm__rt.ready_lock);
-        if (atomic_load_explicit(&s->poke, memory_order_acquire)) { /* poked meanwhile */
-            pm__task_t *t = s->handed;
+        if (!pm__pollers_remove(s, kind)) { /* taken off by a poker: its poke is coming */
             pthread_mutex_unlock(&pm__rt.ready_lock);
-            return t;
+            while (!atomic_load_explicit(&s->poke, memory_order_acquire))
+                pm__cpu_relax();
+            return s->handed;
         }
-        unpoll_locked(s, kind);
         atomic_store(&s->parked, false);
         if (wait_ns > 0 && wait_ns <= spell) { /* the copy is due: look now */
             pthread_mutex_unlock(&pm__rt.ready_lock);
@@ -601,6 +597,28 @@ static void *stub_main(void *arg)
 
 static int stubs_made;
 
+/* The pollers' words for n stubs, each kind's on lines of its own. */
+static int pollers_alloc(int n)
+{
+    int words = (n + 63) / 64;
+    size_t bytes = ((size_t)words * sizeof(atomic_uint_fast64_t) + 63) & ~(size_t)63;
+    atomic_uint_fast64_t *p = aligned_alloc(64, 2 * bytes);
+    if (p == NULL)
+        return PM_ENOMEM;
+    memset(p, 0, 2 * bytes);
+    pm__rt.pollers[0] = p;
+    pm__rt.pollers[1] = (atomic_uint_fast64_t *)((char *)p + bytes);
+    pm__rt.poll_words = words;
+    return 0;
+}
+
+static void pollers_free(void)
+{
+    free(pm__rt.pollers[0]);
+    pm__rt.pollers[0] = pm__rt.pollers[1] = NULL;
+    pm__rt.poll_words = 0;
+}
+
 /*
  * Binds each CPU stub to a core of its own (PMLIB_BIND, on by default), as
  * MPI launchers bind ranks: left to the system, two busy stubs sometimes
@@ -695,17 +713,13 @@ int pm__stubs_start(void)
     int n = pm__rt.ncpu + ngpu;
     size_t bytes = (size_t)n * sizeof *pm__rt.stubs; /* a multiple of the alignment */
     pm__rt.stubs = aligned_alloc(_Alignof(pm__stub_t), bytes);
-    pm__rt.spinners[0] = calloc(2 * (size_t)n, sizeof(pm__stub_t *));
-    if (pm__rt.stubs == NULL || pm__rt.spinners[0] == NULL) {
+    if (pm__rt.stubs == NULL || pollers_alloc(n) != 0) {
         free(pm__rt.stubs);
-        free(pm__rt.spinners[0]);
         pm__rt.stubs = NULL;
-        pm__rt.spinners[0] = NULL;
         free(gpus);
         return PM__FAIL(PM_ENOMEM, "pm_init: out of memory for %d stubs", n);
     }
     memset(pm__rt.stubs, 0, bytes);
-    pm__rt.spinners[1] = pm__rt.spinners[0] + n;
     int made = 0;
     for (int i = 0; i < n; i++) {
         pm__stub_t *s = &pm__rt.stubs[made];
@@ -747,9 +761,8 @@ fail:
         if (pm__rt.stubs[i].ops != NULL && pm__rt.stubs[i].priv != NULL)
             pm__rt.stubs[i].ops->fini(&pm__rt.stubs[i]);
     free(pm__rt.stubs);
-    free(pm__rt.spinners[0]);
+    pollers_free();
     pm__rt.stubs = NULL;
-    pm__rt.spinners[0] = pm__rt.spinners[1] = NULL;
     return PM__FAIL(PM_ENOMEM, "pm_init: cannot set up the stubs");
 }
 
@@ -794,8 +807,7 @@ void pm__stubs_stop(void)
     for (int i = 0; i < stubs_made && pm__rt.stubs; i++)
         pm__rt.stubs[i].ops->fini(&pm__rt.stubs[i]);
     free(pm__rt.stubs);
-    free(pm__rt.spinners[0]);
+    pollers_free();
     pm__rt.stubs = NULL;
-    pm__rt.spinners[0] = pm__rt.spinners[1] = NULL;
     __atomic_store_n(&pm__rt.nstubs, 0, __ATOMIC_RELAXED); /* the comm thread reads it */
 }
