@@ -8,7 +8,8 @@
  * never ran.
  *
  * Tasks the model knows to be short wake fewer stubs, and a chunk that runs
- * long wakes the rest. Threads that poll by yielding sleep instead while
+ * long wakes the rest. Pollers whose spells end as work is handed to them
+ * still run it. Threads that poll by yielding sleep instead while
  * other programs keep the cores from the process.
  */
 #define _GNU_SOURCE /* sched_getaffinity */
@@ -125,6 +126,72 @@ START_TEST(test_short_tasks_wake_few_stubs)
 }
 END_TEST
 
+/*
+ * Pollers whose spells end while work is handed out: with 1 us spells the
+ * stubs keep adding themselves to the pollers and taking themselves off,
+ * while the program thread hands tasks of one chunk straight to a poller
+ * and tasks of several chunks poke several (and waits now and then, so
+ * that stubs also park and are woken). A stub that a poker takes off as
+ * its spell ends is owed that poke and must wait for it: otherwise the
+ * handed task never runs and the waits hang. Every subtask runs, with
+ * its own id and task.
+ */
+#define SPELL_TASKS 3000
+#define SPELL_WIDE 6
+static atomic_int spell_runs[SPELL_TASKS * SPELL_WIDE];
+
+static int spell_cpu(const pm_subtask_info_t *info)
+{
+    uint32_t task;
+    tu_note(info->conf_bytes != sizeof task || info->id >= SPELL_WIDE);
+    if (info->conf_bytes != sizeof task || info->id >= SPELL_WIDE)
+        return 0;
+    memcpy(&task, info->conf, sizeof task);
+    tu_note(task >= SPELL_TASKS);
+    if (task < SPELL_TASKS)
+        atomic_fetch_add(&spell_runs[task * SPELL_WIDE + info->id], 1);
+    return 0;
+}
+
+static uint64_t spell_width(uint32_t task)
+{
+    return task % 3 == 0 ? SPELL_WIDE : 1;
+}
+
+START_TEST(test_pollers_spells_end_as_work_comes)
+{
+    static pm_task_t tasks[SPELL_TASKS];
+    pm_task_desc_t desc;
+
+    ck_assert_int_eq(setenv("PMLIB_SPIN_US", "1", 1), 0);
+    tu_init_ncpu("4");
+    tu_register("spell", NULL, spell_cpu);
+    for (uint32_t i = 0; i < SPELL_TASKS; i++) {
+        tu_desc(&desc, "spell", spell_width(i));
+        desc.conf = &i;
+        desc.conf_bytes = sizeof i;
+        ck_assert_int_eq(pm_task_submit(&desc, &tasks[i]), PM_OK);
+        if (i % 200 == 199) /* idle stubs: spells end, stubs park */
+            ck_assert_int_eq(pm_task_wait(tasks[i]), PM_OK);
+    }
+    ck_assert_int_eq(pm_task_wait_all(), PM_OK);
+    int missing = 0, stray = 0;
+    for (uint32_t i = 0; i < SPELL_TASKS; i++) {
+        for (uint64_t k = 0; k < SPELL_WIDE; k++) {
+            int n = atomic_load(&spell_runs[i * SPELL_WIDE + k]);
+            /* At least once: a straggling subtask may also run as a copy. */
+            missing += k < spell_width(i) && n < 1;
+            stray += k >= spell_width(i) && n != 0;
+        }
+        ck_assert_int_eq(pm_task_release(tasks[i]), PM_OK);
+    }
+    ck_assert_int_eq(missing, 0);
+    ck_assert_int_eq(stray, 0);
+    ck_assert_int_eq(atomic_load(&tu_callback_errors), 0);
+    ck_assert_int_eq(pm_finalize(), PM_OK);
+}
+END_TEST
+
 /* Stub threads may be bound to cores of their own (PMLIB_BIND): each
  * subtask records how many CPUs the thread running it may use. */
 #define MAX_STUBS 256
@@ -229,6 +296,7 @@ static Suite *wakeup_suite(void)
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, test_static_one_chunk_all_asleep);
     tcase_add_test(tc, test_short_tasks_wake_few_stubs);
+    tcase_add_test(tc, test_pollers_spells_end_as_work_comes);
     tcase_add_test(tc, test_stubs_bound_when_cores_allow);
     tcase_add_test(tc, test_contended_only_when_starved);
     suite_add_tcase(s, tc);
