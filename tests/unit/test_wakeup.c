@@ -142,11 +142,9 @@ static atomic_int spell_runs[SPELL_TASKS * SPELL_WIDE];
 
 static int spell_cpu(const pm_subtask_info_t *info)
 {
-    uint32_t task;
-    tu_note(info->conf_bytes != sizeof task || info->id >= SPELL_WIDE);
-    if (info->conf_bytes != sizeof task || info->id >= SPELL_WIDE)
-        return 0;
-    memcpy(&task, info->conf, sizeof task);
+    uint32_t task = SPELL_TASKS;
+    if (info->conf_bytes == sizeof task && info->id < SPELL_WIDE)
+        memcpy(&task, info->conf, sizeof task);
     tu_note(task >= SPELL_TASKS);
     if (task < SPELL_TASKS)
         atomic_fetch_add(&spell_runs[task * SPELL_WIDE + info->id], 1);
