@@ -282,8 +282,26 @@ typedef struct pm__host_ran {
 } pm__host_ran_t;
 
 typedef struct pm__task {
-    uint64_t handle;
+    /* One line: what the stub that ends a task writes and pm_task_release
+     * reads (on 16 cores these were four lines, each a miss at release and
+     * again when the block was reused). The block's free-list link
+     * overwrites `handle` while the block is unused. */
+    _Alignas(64) uint64_t handle;
     uint64_t seq; /* submit order */
+    int state;    /* enum pm__task_state; written under the runtime lock */
+    /* References to the block: the program's (dropped by pm_task_release)
+     * and a straggler copy's or a losing straggler's (exec/guard.c), which
+     * may still run after the task ended. The last one frees it. */
+    atomic_int holds;
+    int waiters;        /* threads in pm_task_wait on it (runtime lock) */
+    atomic_int started; /* a subtask of it began */
+    /* Chunks not yet done plus remote hosts not yet drained; whoever takes
+     * it to zero finishes the task (one counter, so no one reads the task
+     * after another thread may have finished it). */
+    atomic_uint_fast64_t outstanding;
+    atomic_uint_fast64_t subtasks_done; /* for the progress line */
+    double t_start, t_end;
+
     pm__task_desc_t desc;
     void *conf; /* conf_room, or allocated when larger */
     _Alignas(16) unsigned char conf_room[64];
@@ -291,7 +309,6 @@ typedef struct pm__task {
     pm__memory_t **mems; /* desc.nmem of them, in the task's block */
     int nred;                           /* reduced memories */
 
-    int state;   /* enum pm__task_state; written under the runtime lock */
     atomic_int ndeps; /* unfinished earlier tasks it waits for (+1 while held for subscribing at submit) */
     struct pm__task **dependents; /* dep_room until more are needed */
     int ndependents, cap_dependents;
@@ -306,12 +323,11 @@ typedef struct pm__task {
     unsigned char run_kinds; /* ready lists while running: bit 0 CPU, bit 1 GPU */
     unsigned char all_kinds; /* ready lists while subscribing: every stub's kind */
     unsigned char every_kind; /* pull, and every stub of the kind may run it: bit 0 CPU, bit 1 GPU */
-    struct pm__task *hnext;  /* sequence number table */
-    int waiters;             /* threads in pm_task_wait on it (runtime lock) */
     /* The device filter's answers, asked once per task and device. */
     signed char filter_cpu; /* -1: not asked yet */
     unsigned char nfilter_gpu;
     struct { short major, minor; bool ok; } filter_gpu[8];
+    struct pm__task *hnext; /* sequence number table */
 
     uint64_t grain, nchunks;
     uint64_t lo, hi; /* this host's initial share of the chunks */
@@ -330,18 +346,9 @@ typedef struct pm__task {
     bool sched_slots;  /* a plan of this task wrote stubs' slots (sched/ranges.c) */
     bool in_slab;      /* its block was cut from a slab (core/task.c): never freed alone */
     struct pm__reduce_tree *tree;
-    /* Chunks not yet done plus remote hosts not yet drained; whoever takes
-     * it to zero finishes the task (one counter, so no one reads the task
-     * after another thread may have finished it). */
-    atomic_uint_fast64_t outstanding;
-    atomic_uint_fast64_t subtasks_done; /* for the progress line */
     pm__stub_counts_t *counts;       /* per stub: see pm__counts_own */
-    uint64_t gen;                    /* unique to this use of the block */
+    uint64_t gen;                    /* this use of the block, counted per block */
     unsigned char *runnable;         /* per stub: it may run the task (asked once per task) */
-    /* References to the block: the program's (dropped by pm_task_release)
-     * and a straggler copy's or a losing straggler's (exec/guard.c), which
-     * may still run after the task ended. The last one frees it. */
-    atomic_int holds;
     atomic_uint_fast64_t copies_local; /* subtasks run again as copies on this host */
 
     /* several hosts */
@@ -395,8 +402,7 @@ typedef struct pm__task {
     int failed_host;
     uint64_t nfailed;
     char *message; /* what went wrong with failed_subtask (NULL: nothing) */
-    atomic_int started;
-    double t_submit, t_start, t_end;
+    double t_submit;
 } pm__task_t;
 
 /* Stub s's counters in task t, zeroed at the stub's first use of them in
@@ -766,7 +772,6 @@ typedef struct pm__runtime {
     pm__task_t **byseq;       /* sequence number table, chained */
     size_t nbyseq, byseq_cap;
     uint64_t next_seq;
-    atomic_uint_fast64_t task_gen; /* the last task block use handed out (pm__task_t.gen) */
     int first_failure;
     pm__handle_table_t memories, tasks;
 } pm__runtime_t;
@@ -875,12 +880,19 @@ static inline bool pm__pollers_remove(const pm__stub_t *s, int k)
     return (atomic_fetch_and(&pm__rt.pollers[k][s->index / 64], ~bit) & bit) != 0;
 }
 
+/* Asks for the lines of [p, p + bytes) to be written soon (core/task.c):
+ * they come owned, without waiting for them. */
+void pm__prefetch_lines(const void *p, size_t bytes);
 /* One polling stub of kind k, now the caller's to poke; NULL: none. The
  * highest index first: the same few stubs stay busy, the others park. */
 static inline pm__stub_t *pm__pollers_pop(int k)
 {
     for (int w = pm__rt.poll_words - 1; w >= 0; w--) {
         atomic_uint_fast64_t *word = &pm__rt.pollers[k][w];
+        /* Owned before it is read: a plain read took the line shared
+         * from the stub that last added itself, and the `and` then asked
+         * for it again (two trips where one does). */
+        pm__prefetch_lines(word, sizeof *word);
         uint64_t v = atomic_load_explicit(word, memory_order_relaxed);
         while (v != 0) {
             int b = 63 - __builtin_clzll(v);

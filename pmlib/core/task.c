@@ -389,7 +389,7 @@ static void prefetch_lines_w(const void *p, size_t bytes)
  * cache; asking for it now, while the program goes on to its next submit,
  * turns the misses of setting it up into hits (a prefetch of a block taken
  * meanwhile by another thread is only wasted). */
-static void prefetch_lines(const void *p, size_t bytes)
+void pm__prefetch_lines(const void *p, size_t bytes)
 {
     static int w = -1; /* PREFETCHW: -1 not asked yet (a race only asks twice) */
     int have = __atomic_load_n(&w, __ATOMIC_RELAXED);
@@ -427,22 +427,30 @@ static pm__task_t *block_get(int nmem)
             slab = fresh = true;
         pm__unlock(&block_cache.lock);
     }
+    /* The block's own count of its uses, not a count shared by all (a
+     * locked add per task, where the stores of the head before it were
+     * waited for): its per-stub lines only ever compare with its own. A
+     * fresh block's lines hold gen 0. */
+    uint64_t gen = 1;
     if (b != NULL && !fresh) { /* its per-stub lines hold an older gen: they read as empty */
         size_t head = head_bytes(nmem);
+        gen = ((pm__task_t *)b)->gen + 1;
         memset(b, 0, head);
         /* Not the stubs' counters nor their slots of the plan: stubs
          * write them (a pooled task's plan writes no slot, and on 31
          * stubs the slots were 31 of the 36 lines asked for). */
         if (next != NULL) {
             const size_t plan = head + counts_bytes() + pm__rt.ranges_slots;
-            prefetch_lines(next, head);
-            prefetch_lines((char *)next + plan, round64(pm__rt.ranges_bytes - pm__rt.ranges_slots));
+            pm__prefetch_lines(next, head);
+            pm__prefetch_lines((char *)next + plan, round64(pm__rt.ranges_bytes - pm__rt.ranges_slots));
         }
     }
     if (b == NULL && (b = pm__aligned_alloc(bytes)) != NULL)
         memset(b, 0, bytes); /* gen 0: no task's */
-    if (b != NULL)
+    if (b != NULL) {
         ((pm__task_t *)b)->in_slab = slab;
+        ((pm__task_t *)b)->gen = gen;
+    }
     return b;
 }
 
@@ -530,7 +538,6 @@ int pm__task_create(const pm_task_desc_t *d, const pm__callbacks_t *cbs, pm__tas
     memcpy(t->desc.mem, d->mem, (size_t)nmem * sizeof *d->mem);
     t->mems = (pm__memory_t **)(t->desc.mem + nmem);
     t->runnable = (unsigned char *)(t->mems + nmem);
-    t->gen = atomic_fetch_add_explicit(&pm__rt.task_gen, 1, memory_order_relaxed) + 1;
     t->dependents = t->dep_room; /* most tasks have one or two */
     t->cap_dependents = 2;
     t->counts = (pm__stub_counts_t *)((char *)t + head);
@@ -568,7 +575,19 @@ int pm__task_create(const pm_task_desc_t *d, const pm__callbacks_t *cbs, pm__tas
     t->filter_cpu = -1;
     bool cpu_ok = pm__cpu_eligible(t);
     t->every_kind = t->desc.sched == PM_SCHED_PULL ? 3u : 0u;
-    for (int i = 0; i < pm__rt.nstubs; i++) { /* every stub will look at the task */
+    const bool alike = t->cbs.cb.device_filter == NULL && t->desc.min_cc == 0;
+    if (alike) {
+        /* Every stub of a kind alike, CPU stubs first: no stub need be
+         * read (a line each, 16 of them per task on 16 cores). */
+        const int ncpu = pm__rt.ncpu, ngpu = pm__rt.nstubs - pm__rt.ncpu;
+        unsigned ok = (cpu_ok ? 1u : 0u) | (pm__gpu_eligible(t, 0, 0) ? 2u : 0u);
+        memset(t->runnable, (ok & 1u) != 0, (size_t)ncpu);
+        memset(t->runnable + ncpu, (ok & 2u) != 0, (size_t)ngpu);
+        t->all_kinds = (unsigned char)((ncpu > 0 ? 1u : 0u) | (ngpu > 0 ? 2u : 0u));
+        t->run_kinds = (unsigned char)(t->all_kinds & ok);
+        t->every_kind &= (unsigned char)~(t->all_kinds & ~ok);
+    }
+    for (int i = 0; i < pm__rt.nstubs && !alike; i++) { /* every stub will look at the task */
         const pm__stub_t *s = &pm__rt.stubs[i];
         unsigned kind = s->ops->kind == PM_DEVICE_GPU ? 2u : 1u;
         t->runnable[i] = kind == 2u ? pm__gpu_eligible(t, s->major, s->minor) : cpu_ok;
@@ -1110,7 +1129,7 @@ static void start_running_locked(pm__task_t *t, bool at_submit)
      * tasks in flight their blocks are out of every cache: asked for now,
      * while it runs, they are in by then. */
     for (int i = 0; i < t->ndependents && i < 2; i++)
-        prefetch_lines(t->dependents[i], sizeof(pm__task_t));
+        pm__prefetch_lines(t->dependents[i], sizeof(pm__task_t));
 }
 
 static void make_ready_locked(pm__task_t *t, bool at_submit)
@@ -1175,8 +1194,9 @@ static void subscribe_now(pm__task_t *t)
 
 /* Resolves memories, dependencies and the handle; runtime lock held. Either
  * everything is done or nothing. *held: the task waits for subscribe_now()
- * as for one more dependency. */
-static int enqueue_locked(pm__task_t *t, bool *held)
+ * as for one more dependency. *id: the handle, read before a stub may run
+ * the task (its line is the one that stub writes as the task ends). */
+static int enqueue_locked(pm__task_t *t, bool *held, uint64_t *id)
 {
     for (int i = 0; i < t->desc.nmem; i++) {
         t->mems[i] = pm__memory_lookup_locked(t->desc.mem[i].memory);
@@ -1194,6 +1214,7 @@ static int enqueue_locked(pm__task_t *t, bool *held)
         seq_remove_locked(t);
         return PM__FAIL(PM_ENOMEM, "pm_task_submit: out of memory for handles");
     }
+    *id = t->handle;
     pm__rt.next_seq++;
     link_locked(t);
     for (int i = 0; i < t->desc.nmem; i++)
@@ -1205,7 +1226,8 @@ static int enqueue_locked(pm__task_t *t, bool *held)
                           memory_order_relaxed);
     t->state = PM__TASK_WAITING;
     *held = subscribe_at_submit(t);
-    atomic_fetch_add_explicit(&t->ndeps, *held, memory_order_relaxed);
+    if (*held) /* a locked add of nothing waited for every store before it */
+        atomic_fetch_add_explicit(&t->ndeps, 1, memory_order_relaxed);
     if (atomic_load_explicit(&t->ndeps, memory_order_relaxed) == 0)
         make_ready_locked(t, true);
     return 0;
@@ -1242,8 +1264,9 @@ int pm_task_submit(const pm_task_desc_t *desc, pm_task_t *task)
         return rc;
     }
     bool held = false;
+    uint64_t id = 0;
     pthread_mutex_lock(&pm__rt.lock);
-    rc = enqueue_locked(t, &held);
+    rc = enqueue_locked(t, &held, &id);
     pthread_mutex_unlock(&pm__rt.lock);
     if (rc != 0) {
         task_free(t);
@@ -1260,7 +1283,7 @@ int pm_task_submit(const pm_task_desc_t *desc, pm_task_t *task)
             pthread_mutex_unlock(&pm__rt.lock);
         }
     }
-    task->id = t->handle;
+    task->id = id;
     pm__debug("task %llu submitted: %llu subtasks in %llu chunks, callbacks '%s', %s",
               (unsigned long long)t->seq, (unsigned long long)desc->subtasks,
               (unsigned long long)t->nchunks, t->cbs.name, t->policy->name);
