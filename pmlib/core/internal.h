@@ -287,6 +287,9 @@ typedef struct pm__task {
      * again when the block was reused). The block's free-list link
      * overwrites `handle` while the block is unused. */
     _Alignas(64) uint64_t handle;
+    /* This use of the block, counted per block: read before the head is
+     * zeroed for the next use, on the line the free list's link was. */
+    uint64_t gen;
     uint64_t seq; /* submit order */
     int state;    /* enum pm__task_state; written under the runtime lock */
     /* References to the block: the program's (dropped by pm_task_release)
@@ -300,7 +303,7 @@ typedef struct pm__task {
      * after another thread may have finished it). */
     atomic_uint_fast64_t outstanding;
     atomic_uint_fast64_t subtasks_done; /* for the progress line */
-    double t_start, t_end;
+    double t_end;
 
     pm__task_desc_t desc;
     void *conf; /* conf_room, or allocated when larger */
@@ -347,7 +350,6 @@ typedef struct pm__task {
     bool in_slab;      /* its block was cut from a slab (core/task.c): never freed alone */
     struct pm__reduce_tree *tree;
     pm__stub_counts_t *counts;       /* per stub: see pm__counts_own */
-    uint64_t gen;                    /* this use of the block, counted per block */
     unsigned char *runnable;         /* per stub: it may run the task (asked once per task) */
     atomic_uint_fast64_t copies_local; /* subtasks run again as copies on this host */
 
@@ -402,7 +404,7 @@ typedef struct pm__task {
     int failed_host;
     uint64_t nfailed;
     char *message; /* what went wrong with failed_subtask (NULL: nothing) */
-    double t_submit;
+    double t_submit, t_start;
 } pm__task_t;
 
 /* Stub s's counters in task t, zeroed at the stub's first use of them in
