@@ -406,6 +406,7 @@ typedef struct pm__task {
     char *message; /* what went wrong with failed_subtask (NULL: nothing) */
     double t_submit, t_start;
 } pm__task_t;
+_Static_assert(offsetof(pm__task_t, desc) == 64, "what a task's end writes and its release reads fill its first line");
 
 /* Stub s's counters in task t, zeroed at the stub's first use of them in
  * this task; only stub s calls it (one writer per line). */
