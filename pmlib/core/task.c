@@ -575,8 +575,7 @@ int pm__task_create(const pm_task_desc_t *d, const pm__callbacks_t *cbs, pm__tas
     t->filter_cpu = -1;
     bool cpu_ok = pm__cpu_eligible(t);
     t->every_kind = t->desc.sched == PM_SCHED_PULL ? 3u : 0u;
-    const bool alike = t->cbs.cb.device_filter == NULL && t->desc.min_cc == 0;
-    if (alike) {
+    if (t->cbs.cb.device_filter == NULL && t->desc.min_cc == 0) {
         /* Every stub of a kind alike, CPU stubs first: no stub need be
          * read (a line each, 16 of them per task on 16 cores). */
         const int ncpu = pm__rt.ncpu, ngpu = pm__rt.nstubs - pm__rt.ncpu;
@@ -586,15 +585,16 @@ int pm__task_create(const pm_task_desc_t *d, const pm__callbacks_t *cbs, pm__tas
         t->all_kinds = (unsigned char)((ncpu > 0 ? 1u : 0u) | (ngpu > 0 ? 2u : 0u));
         t->run_kinds = (unsigned char)(t->all_kinds & ok);
         t->every_kind &= (unsigned char)~(t->all_kinds & ~ok);
-    }
-    for (int i = 0; i < pm__rt.nstubs && !alike; i++) { /* every stub will look at the task */
-        const pm__stub_t *s = &pm__rt.stubs[i];
-        unsigned kind = s->ops->kind == PM_DEVICE_GPU ? 2u : 1u;
-        t->runnable[i] = kind == 2u ? pm__gpu_eligible(t, s->major, s->minor) : cpu_ok;
-        t->all_kinds |= kind;
-        t->run_kinds |= t->runnable[i] ? kind : 0u;
-        if (!t->runnable[i])
-            t->every_kind &= (unsigned char)~kind;
+    } else {
+        for (int i = 0; i < pm__rt.nstubs; i++) { /* every stub will look at the task */
+            const pm__stub_t *s = &pm__rt.stubs[i];
+            unsigned kind = s->ops->kind == PM_DEVICE_GPU ? 2u : 1u;
+            t->runnable[i] = kind == 2u ? pm__gpu_eligible(t, s->major, s->minor) : cpu_ok;
+            t->all_kinds |= kind;
+            t->run_kinds |= t->runnable[i] ? kind : 0u;
+            if (!t->runnable[i])
+                t->every_kind &= (unsigned char)~kind;
+        }
     }
     if (pm__rt.nhosts > 1 && pm__rt.host == 0) {
         t->done_map = calloc(t->nchunks, sizeof *t->done_map);
@@ -776,6 +776,29 @@ static void poke_stub(pm__stub_t *s, pm__task_t *t)
     atomic_store_explicit(&s->poke, 1, memory_order_release);
 }
 
+/* Pokes up to `n` polling stubs of kind k, handing each t (NULL: nothing),
+ * and returns how many; no lock needed. The holds of a round of pokes are
+ * in place before its first poke: a poked stub may run the whole of a
+ * short task before the last poke is sent. */
+static uint64_t poke_pollers(int k, uint64_t n, pm__task_t *t)
+{
+    uint64_t poked = 0;
+    while (poked < n) {
+        pm__stub_t *got[64];
+        int m = 0;
+        while (m < 64 && poked + (uint64_t)m < n && (got[m] = pm__pollers_pop(k)) != NULL)
+            m++;
+        if (t != NULL && m > 0)
+            atomic_fetch_add_explicit(&t->holds, m, memory_order_relaxed);
+        for (int i = 0; i < m; i++)
+            poke_stub(got[i], t);
+        poked += (uint64_t)m;
+        if (m < 64)
+            break;
+    }
+    return poked;
+}
+
 /*
  * Hands new work to idle stubs of kind k (ready lock held; wake_send()
  * after it is dropped): pokes up to `poke` polling stubs, then wakes
@@ -792,24 +815,9 @@ static void wake_stubs_locked(wake_t *w, int k, uint64_t poke, uint64_t wake, pm
      * waits for: on a crowded machine a poked stub may not run for a
      * scheduler's time slice, and the task and all that depends on it
      * would wait as long. The task cannot end while a chunk is
-     * untaken, so a late stub finds none and lets go. The holds of a
-     * round are in place before its first poke: a poked stub may run the
-     * whole of a short task before the last poke is sent. */
+     * untaken, so a late stub finds none and lets go. */
     bool hand = t != NULL && pm__rt.nhosts == 1 && __atomic_load_n(&t->state, __ATOMIC_ACQUIRE) == PM__TASK_RUN;
-    uint64_t poked = 0;
-    while (poked < poke) {
-        pm__stub_t *got[64];
-        int n = 0;
-        while (n < 64 && poked + (uint64_t)n < poke && (got[n] = pm__pollers_pop(k)) != NULL)
-            n++;
-        if (hand && n > 0)
-            atomic_fetch_add_explicit(&t->holds, n, memory_order_relaxed);
-        for (int i = 0; i < n; i++)
-            poke_stub(got[i], hand ? t : NULL);
-        poked += (uint64_t)n;
-        if (n < 64)
-            break;
-    }
+    uint64_t poked = poke_pollers(k, poke, hand ? t : NULL);
     uint64_t chunks = wake > poked ? wake - poked : 0;
     /* Too few pollers for the work: wake sleepers for it as well while
      * the stubs awake leave them room to poll afterwards, so that work
@@ -905,12 +913,7 @@ static bool hand_whole(pm__task_t *t)
     const pm__stub_t *me = pm__self_stub;
     if (me != NULL && me->ops->kind == PM_DEVICE_CPU && pm__task_runnable_on(t, me))
         return false;
-    pm__stub_t *s = pm__pollers_pop(0);
-    if (s == NULL)
-        return false;
-    atomic_fetch_add_explicit(&t->holds, 1, memory_order_relaxed);
-    poke_stub(s, t);
-    return true;
+    return poke_pollers(0, 1, t) == 1;
 }
 
 void pm__task_ready_locked(pm__task_t *t)
