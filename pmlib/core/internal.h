@@ -937,13 +937,13 @@ static inline double pm__stubs_rate(const pm__task_t *t, bool run_only)
 
 /* The runtime's life: down, starting (pm_init runs), up, stopping
  * (pm_finalize runs). Only `up` admits calls. Public calls count themselves
- * inside pmlib while they run (pm__inside), so that pm_finalize can refuse
+ * inside pmlib while they run (core/calls.c), so that pm_finalize can refuse
  * to tear down under another thread. */
 enum { PM__LIFE_DOWN, PM__LIFE_STARTING, PM__LIFE_UP, PM__LIFE_STOPPING };
 extern atomic_int pm__life;
-/* Written twice by every public call: alone on its cache line, or the
- * read-mostly globals beside it (the hooks, the checking mode) would be
- * taken from every stub's cache at each call. */
+/* The count of calls of threads that got no line of their own
+ * (core/calls.c): alone on its cache line, or the read-mostly globals
+ * beside it would be taken from every stub's cache at each call. */
 typedef struct {
     _Alignas(64) atomic_int n;
     char pad[64 - sizeof(atomic_int)];
@@ -951,6 +951,11 @@ typedef struct {
 extern pm__calls_t pm__inside;
 int pm__enter(void);
 void pm__leave(int *entered);
+/* pm_init: lets pm_finalize fence the calling threads (core/calls.c). */
+void pm__calls_init(void);
+/* pm_finalize, the life no longer up: the calls of other threads still
+ * inside pmlib. */
+int pm__calls_inside(void);
 
 /* Checks pm_init was called (logs what to do otherwise) and counts the call
  * inside pmlib until the enclosing block ends. A declaration: first in a

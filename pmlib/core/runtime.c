@@ -19,25 +19,6 @@ _Thread_local pm__stub_t *pm__self_stub;
 _Thread_local bool pm__own_core;
 
 atomic_int pm__life;
-pm__calls_t pm__inside; /* public calls running now */
-
-int pm__enter(void)
-{
-    if (pm__internal_thread) /* a callback: pm_finalize waits for it anyway */
-        return atomic_load(&pm__life) == PM__LIFE_DOWN ? 0 : 2;
-    atomic_fetch_add(&pm__inside.n, 1);
-    if (atomic_load(&pm__life) == PM__LIFE_UP)
-        return 1;
-    atomic_fetch_sub(&pm__inside.n, 1);
-    return 0;
-}
-
-void pm__leave(int *entered)
-{
-    if (*entered == 1)
-        atomic_fetch_sub(&pm__inside.n, 1);
-}
-
 bool pm__spin_until(bool (*done)(const void *arg), const void *arg)
 {
     return pm__spin_for(done, arg, pm__rt.spin_ns);

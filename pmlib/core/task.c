@@ -1124,7 +1124,9 @@ static void start_running_locked(pm__task_t *t, bool at_submit)
     __atomic_store_n(&t->state, PM__TASK_RUN, __ATOMIC_RELEASE);
     /* A task that runs as it is submitted starts at its submit time. */
     t->t_start = at_submit ? t->t_submit : pm__now();
-    atomic_store(&t->started, 1);
+    /* Read under the runtime lock or after the task's end: no fence (a
+     * locked exchange, which waited for the block's stores). */
+    atomic_store_explicit(&t->started, 1, memory_order_relaxed);
     if (pm__rt.nhosts > 1)
         pm__hooks.task_started(t);
     pm__task_ready_locked(t);
@@ -1656,6 +1658,10 @@ int pm_task_release(pm_task_t task)
     pm__task_t *t;
     pthread_mutex_lock(&pm__rt.lock);
     int rc = lookup_locked("pm_task_release", task, &t);
+    /* Its first line comes owned: read shared, the stub that ended the
+     * task kept a copy and the hold's locked sub below sent for it again. */
+    if (rc == 0)
+        pm__prefetch_lines(t, 64);
     if (rc == 0 && __atomic_load_n(&t->state, __ATOMIC_ACQUIRE) != PM__TASK_DONE)
         rc = PM__FAIL(PM_EBUSY, "pm_task_release: the task is still running; pm_task_wait for it first");
     if (rc == 0 && t->waiters > 0)

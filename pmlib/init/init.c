@@ -115,6 +115,7 @@ int pm_init(int *argc, char ***argv)
         return PM__FAIL(PM_EINIT, "pm_init called twice; call it once per process (pm_finalize ends it)");
     }
     pm__log_init();
+    pm__calls_init();
     memset(&pm__rt, 0, sizeof pm__rt);
     int rc = pm__comm_init(argc, argv, &pm__rt.host, &pm__rt.nhosts, &pm__rt.local_rank,
                            &pm__rt.local_size);
@@ -192,7 +193,7 @@ int pm_finalize(void)
         return PM__FAIL(PM_ENOTINIT, "pm_finalize called %s; call it once, after pm_init",
                         expect == PM__LIFE_STOPPING ? "while another thread runs pm_finalize"
                         : expect == PM__LIFE_STARTING ? "while pm_init runs" : "before pm_init (or twice)");
-    int others = atomic_load(&pm__inside.n);
+    int others = pm__calls_inside();
     if (others > 0) {
         atomic_store(&pm__life, PM__LIFE_UP);
         return PM__FAIL(PM_EBUSY, "pm_finalize called while %d other call(s) run in other threads "

@@ -9,7 +9,7 @@
  *   once per task and cannot strand the task;
  * - pm_task_release of a task another thread waits on, and pm_finalize
  *   while another thread waits: PM_EBUSY, then both work once the waiter
- *   returned;
+ *   returned; the same after threads that made calls came and went;
  * - pm_init from two threads at once: one succeeds, the other gets
  *   PM_EINIT; pm_init twice: PM_EINIT; pm_finalize twice, and calls before
  *   pm_init: PM_ENOTINIT.
@@ -451,6 +451,48 @@ START_TEST(test_finalize_while_waiting)
 }
 END_TEST
 
+/* Public calls from threads that come and go: each thread counts its calls
+ * on a line of its own, taken again by later threads; pm_finalize still
+ * sees a thread inside a call on a line used before, and none after. */
+static void *calls_main(void *arg)
+{
+    pm_memory_t m;
+
+    (void)arg;
+    for (int i = 0; i < 50; i++) {
+        if (pm_memory_create(64, &m) != PM_OK || pm_memory_release(m) != PM_OK)
+            atomic_fetch_add(&tu_callback_errors, 1);
+    }
+    return NULL;
+}
+
+START_TEST(test_finalize_after_threads)
+{
+    pthread_t th[8];
+    waiter_t w;
+    capture_t cap;
+    const char *text;
+    int rc;
+
+    for (int wave = 0; wave < 3; wave++) {
+        for (int i = 0; i < 8; i++)
+            ck_assert_int_eq(pthread_create(&th[i], NULL, calls_main, NULL), 0);
+        for (int i = 0; i < 8; i++)
+            ck_assert_int_eq(pthread_join(th[i], NULL), 0);
+    }
+    ck_assert_int_eq(atomic_load(&tu_callback_errors), 0);
+    start_waiter(&w);
+    capture_start(&cap);
+    rc = pm_finalize();
+    text = capture_end(&cap);
+    ck_assert_int_eq(rc, PM_EBUSY);
+    expect_one_error(text, "1 other call(s)");
+    finish_waiter(&w);
+    ck_assert_int_eq(pm_task_release(w.task), PM_OK);
+    ck_assert_int_eq(pm_finalize(), PM_OK);
+}
+END_TEST
+
 /* ------------------------------------------------------------------------ */
 /* pm_init and pm_finalize                                                   */
 /* ------------------------------------------------------------------------ */
@@ -599,6 +641,7 @@ static Suite *misuse_suite(void)
     tcase_add_test(nested, test_wait_for_nested_task_one_stub);
     tcase_add_test(threads, test_release_while_waited_on);
     tcase_add_test(fin, test_finalize_while_waiting);
+    tcase_add_test(fin, test_finalize_after_threads);
     tcase_add_test(life, test_init_from_two_threads);
     tcase_add_test(life, test_calls_before_init);
     tcase_add_test(life, test_calls_after_finalize);
