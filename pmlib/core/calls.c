@@ -35,7 +35,7 @@ typedef struct pm__caller {
  * exits, and none is freed (a few per thread the program ever ran at
  * once, reachable from here). */
 static _Atomic(pm__caller_t *) callers;
-static _Thread_local pm__caller_t *mine;
+static PM__TLS pm__caller_t *mine;
 static pthread_key_t caller_key;
 static pthread_once_t caller_once = PTHREAD_ONCE_INIT;
 static bool caller_key_made;

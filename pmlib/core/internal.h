@@ -779,15 +779,22 @@ typedef struct pm__runtime {
     pm__handle_table_t memories, tasks;
 } pm__runtime_t;
 
+/* Thread-local state read at every call and every task: in the initial
+ * block of the process's threads, one load off the thread pointer each.
+ * The general model of a shared library called into the dynamic loader
+ * for each (2% of the program thread's samples per empty task on 2
+ * cores); the few bytes fit in the room the loader keeps in that block
+ * for libraries opened later, so a dlopen of pmlib still works. */
+#define PM__TLS _Thread_local __attribute__((tls_model("initial-exec")))
 /* Set on threads pmlib starts (stubs, the comm thread): blocking calls made
  * from callbacks running on them return PM_EDEADLK. */
-extern _Thread_local int pm__internal_thread;
+extern PM__TLS int pm__internal_thread;
 /* The stub this thread runs (NULL: not a stub thread). */
-extern _Thread_local pm__stub_t *pm__self_stub;
+extern PM__TLS pm__stub_t *pm__self_stub;
 /* This thread runs on cores no other rank's threads of pmlib run on: set
  * by the comm thread and by stubs that pmlib bound within their rank's
  * share of the cores (comm/comm.c: pm__comm_spin). */
-extern _Thread_local bool pm__own_core;
+extern PM__TLS bool pm__own_core;
 /* Polls `done` (an atomic flag or state) for up to PMLIB_SPIN_US before
  * the caller sleeps; true if it became true. */
 bool pm__spin_until(bool (*done)(const void *arg), const void *arg);

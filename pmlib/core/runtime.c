@@ -14,9 +14,9 @@ pm__runtime_t pm__rt;
 pm__hooks_t pm__hooks;
 int pm__check_mode;
 pm__host_info_t *pm__hosts;
-_Thread_local int pm__internal_thread;
-_Thread_local pm__stub_t *pm__self_stub;
-_Thread_local bool pm__own_core;
+PM__TLS int pm__internal_thread;
+PM__TLS pm__stub_t *pm__self_stub;
+PM__TLS bool pm__own_core;
 
 atomic_int pm__life;
 bool pm__spin_until(bool (*done)(const void *arg), const void *arg)

@@ -29,7 +29,7 @@
 #include <string.h>
 
 /* The error behind the last failed check on this thread (exec/cuda_int.h). */
-_Thread_local cudaError_t pm__cuda_last_error;
+PM__TLS cudaError_t pm__cuda_last_error;
 
 int pm__cuda_status(cudaError_t e, int level, const char *call, const char *file, int line)
 {

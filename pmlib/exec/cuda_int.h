@@ -49,7 +49,7 @@ int pm__cuda_copy_rows(void *dst, const void *src, size_t width, size_t pitch, s
 
 /* The error behind the last failed check on this thread, for the message of
  * the subtask it fails; each subtask starts with it clear. */
-extern _Thread_local cudaError_t pm__cuda_last_error;
+extern PM__TLS cudaError_t pm__cuda_last_error;
 
 /*
  * Every CUDA runtime call goes through PM__CUDA: a failure is logged at
