@@ -32,8 +32,8 @@ typedef struct pm__caller {
 } pm__caller_t;
 
 /* Every line made so far: a thread's line is reused after the thread
- * exits, and none is freed (a few per thread the program ever ran at
- * once, reachable from here). */
+ * exits, and none is freed (one for each thread the program ran at once,
+ * reachable from here). */
 static _Atomic(pm__caller_t *) callers;
 static PM__TLS pm__caller_t *mine;
 static pthread_key_t caller_key;
@@ -105,7 +105,7 @@ static inline void call_fence(void)
 
 void pm__calls_init(void)
 {
-#if !defined(__SANITIZE_THREAD__)
+#if !defined(__SANITIZE_THREAD__) && defined(SYS_membarrier)
     if (!atomic_load(&asym) && syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0)
         atomic_store(&asym, true);
 #endif
@@ -147,7 +147,7 @@ void pm__leave(int *entered)
 int pm__calls_inside(void)
 {
     bool fenced = false;
-#if !defined(__SANITIZE_THREAD__)
+#if !defined(__SANITIZE_THREAD__) && defined(SYS_membarrier)
     if (atomic_load(&asym))
         fenced = syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0;
 #endif
