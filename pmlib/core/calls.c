@@ -21,7 +21,6 @@
 #include <linux/membarrier.h>
 #include <pthread.h>
 #include <stdlib.h>
-#include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -73,7 +72,6 @@ static pm__caller_t *caller_take(void)
         c = pm__aligned_alloc(sizeof *c);
         if (c == NULL)
             return NULL;
-        memset(c, 0, sizeof *c);
         atomic_init(&c->n, 0);
         atomic_init(&c->owned, true);
         pm__caller_t *head = atomic_load_explicit(&callers, memory_order_relaxed);

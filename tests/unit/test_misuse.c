@@ -431,7 +431,9 @@ START_TEST(test_release_while_waited_on)
 }
 END_TEST
 
-START_TEST(test_finalize_while_waiting)
+/* pm_finalize while another thread waits: PM_EBUSY and one line holding
+ * `what`; then the waiter gets its task's status and pm_finalize works. */
+static void finalize_beside_waiter(const char *what)
 {
     waiter_t w;
     capture_t cap;
@@ -443,11 +445,16 @@ START_TEST(test_finalize_while_waiting)
     rc = pm_finalize();
     text = capture_end(&cap);
     ck_assert_int_eq(rc, PM_EBUSY);
-    expect_one_error(text, "join those threads");
+    expect_one_error(text, what);
     /* pmlib still runs: the waiter gets its task's status. */
     finish_waiter(&w);
     ck_assert_int_eq(pm_task_release(w.task), PM_OK);
     ck_assert_int_eq(pm_finalize(), PM_OK);
+}
+
+START_TEST(test_finalize_while_waiting)
+{
+    finalize_beside_waiter("join those threads");
 }
 END_TEST
 
@@ -469,10 +476,6 @@ static void *calls_main(void *arg)
 START_TEST(test_finalize_after_threads)
 {
     pthread_t th[8];
-    waiter_t w;
-    capture_t cap;
-    const char *text;
-    int rc;
 
     for (int wave = 0; wave < 3; wave++) {
         for (int i = 0; i < 8; i++)
@@ -481,15 +484,7 @@ START_TEST(test_finalize_after_threads)
             ck_assert_int_eq(pthread_join(th[i], NULL), 0);
     }
     ck_assert_int_eq(atomic_load(&tu_callback_errors), 0);
-    start_waiter(&w);
-    capture_start(&cap);
-    rc = pm_finalize();
-    text = capture_end(&cap);
-    ck_assert_int_eq(rc, PM_EBUSY);
-    expect_one_error(text, "1 other call(s)");
-    finish_waiter(&w);
-    ck_assert_int_eq(pm_task_release(w.task), PM_OK);
-    ck_assert_int_eq(pm_finalize(), PM_OK);
+    finalize_beside_waiter("1 other call(s)");
 }
 END_TEST
 
