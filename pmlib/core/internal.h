@@ -326,6 +326,9 @@ typedef struct pm__task {
     unsigned char run_kinds; /* ready lists while running: bit 0 CPU, bit 1 GPU */
     unsigned char all_kinds; /* ready lists while subscribing: every stub's kind */
     unsigned char every_kind; /* pull, and every stub of the kind may run it: bit 0 CPU, bit 1 GPU */
+    /* Pull, one chunk for CPU stubs on one host: 1 until a stub takes it;
+     * such a task has no scheduling state (sched NULL, sched/pull.c). */
+    atomic_uchar one_left;
     /* The device filter's answers, asked once per task and device. */
     signed char filter_cpu; /* -1: not asked yet */
     unsigned char nfilter_gpu;

@@ -370,8 +370,12 @@ static bool cpu_prefetchw(void)
 }
 static void prefetch_lines_w(const void *p, size_t bytes)
 {
-    for (size_t o = 0; o < bytes; o += 64)
-        __asm__ volatile("prefetchw %0" : : "m"(*((const char *)p + o)));
+    const char *c = p, *end = c + bytes;
+    for (; c + 256 <= end; c += 256) /* a block's head is 18 lines and more */
+        __asm__ volatile("prefetchw %0\n\tprefetchw %1\n\tprefetchw %2\n\tprefetchw %3"
+                         : : "m"(c[0]), "m"(c[64]), "m"(c[128]), "m"(c[192]));
+    for (; c < end; c += 64)
+        __asm__ volatile("prefetchw %0" : : "m"(*c));
 }
 #else
 static bool cpu_prefetchw(void)
@@ -493,17 +497,20 @@ static void block_cache_clear(void)
 
 static void task_free(pm__task_t *t)
 {
-    pm__task_free_pieces(t);
-    free(t->running);
-    free(t->running_since);
-    free(t->copied);
-    free(t->done_map);
-    free(t->host_lo);
-    free(t->host_hi);
-    free(t->host_fed);
-    free(t->host_busy);
-    free(t->host_run);
-    free(t->xbytes);
+    if (t->pieces != NULL)
+        pm__task_free_pieces(t);
+    if (pm__rt.nhosts > 1) { /* only tasks of several hosts have these */
+        free(t->running);
+        free(t->running_since);
+        free(t->copied);
+        free(t->done_map);
+        free(t->host_lo);
+        free(t->host_hi);
+        free(t->host_fed);
+        free(t->host_busy);
+        free(t->host_run);
+        free(t->xbytes);
+    }
     if (t->subs_set != NULL) {
         pm__subs_release(t);
     } else if (t->chunk_subs != NULL) {
@@ -513,8 +520,10 @@ static void task_free(pm__task_t *t)
     }
     if (t->policy != NULL)
         t->policy->fini(t);
-    pm__hooks.tree_free(t);
-    free(t->message);
+    if (t->tree != NULL)
+        pm__hooks.tree_free(t);
+    if (t->message != NULL)
+        free(t->message);
     if (t->dependents != t->dep_room)
         free(t->dependents);
     if (t->conf != t->conf_room)

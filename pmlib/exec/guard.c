@@ -163,7 +163,7 @@ bool pm__guard_wanted(pm__stub_t *s, const pm__task_t *t, uint64_t k)
     /* A task only CPUs run, known to be short when it began: not worth
      * it, and told from the task's own state, without reading the model
      * that other stubs keep writing (most tasks end here). */
-    if (p->lost == 0 && t->sched->cpu_only && t->sched->model_least > 0 &&
+    if (p->lost == 0 && t->sched != NULL && t->sched->cpu_only && t->sched->model_least > 0 &&
         t->sched->model_least < PM__GUARD_TAIL_NS)
         return false;
     uint64_t expect_ns = (uint64_t)pm__model_chunk_ns(t, s->index), budget;

@@ -293,6 +293,14 @@ static int pull_init(pm__task_t *t, int nstubs)
     bool cpu_only, one_device;
     double least;
     model_view(t, nstubs, &cpu_only, &one_device, &least);
+    /* One chunk that any CPU stub may take, on one host: nothing to share
+     * out, steal or weigh, so no state but a flag (four lines of the task's
+     * block fewer to write at each submit and at each take). */
+    if (pm__rt.nhosts == 1 && t->hi - t->lo == 1 && cpu_only && one_device) {
+        t->sched = NULL;
+        atomic_init(&t->one_left, 1);
+        return 0;
+    }
     /* A task on one host whose whole work is worth fewer stubs than the
      * host has (core/task.c engages one per pm__poke_worth_ns() of it)
      * starts as one pool the first stub takes whole, and the stubs engaged
@@ -350,8 +358,25 @@ static bool take_any(pm__task_t *t, int stub, uint64_t *chunk)
     return pm__ranges_take_own(t, stub, chunk) || pm__ranges_steal(t, stub, chunk);
 }
 
+/* The only chunk of a task without scheduling state (pull_init). */
+static bool take_one(pm__task_t *t, uint64_t *chunk)
+{
+    if (!atomic_load_explicit(&t->one_left, memory_order_relaxed) ||
+        !atomic_exchange_explicit(&t->one_left, 0, memory_order_acq_rel))
+        return false;
+    *chunk = t->lo;
+    return true;
+}
+
+static uint64_t pull_left(const pm__task_t *t)
+{
+    return t->sched == NULL ? atomic_load_explicit(&t->one_left, memory_order_relaxed) : pm__ranges_left(t);
+}
+
 static bool pull_take(pm__task_t *t, int stub, uint64_t *chunk)
 {
+    if (t->sched == NULL)
+        return take_one(t, chunk);
     struct pm__sched_state *st = t->sched;
     int me = stub; /* the probe is one chunk: the first take of the probing stub */
     bool probing = atomic_load_explicit(&st->probe, memory_order_relaxed) == stub &&
@@ -378,6 +403,6 @@ const pm__sched_policy_t pm__sched_pull = {
     .id = PM_SCHED_PULL,
     .init = pull_init,
     .take = pull_take,
-    .left = pm__ranges_left,
+    .left = pull_left,
     .fini = pm__ranges_fini,
 };

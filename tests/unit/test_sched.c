@@ -1,7 +1,8 @@
 /*
  * Range hand-out and stealing: every chunk of a task goes to exactly one
  * stub, whatever the interleaving; initial shares are contiguous and follow
- * the weights; idle stubs steal under pull and never under static; a task
+ * the weights; idle stubs steal under pull and never under static; the
+ * one chunk of a task on one host goes to one stub, with no state; a task
  * seen drained stays on the ready lists while chunks were given back, and
  * one that left them goes back on when a batch is given back. Between
  * hosts, shares and grants follow speed and the cost of moving data, the
@@ -326,6 +327,36 @@ START_TEST(concurrent_take_and_steal)
 }
 END_TEST
 
+/* A task of one chunk for the CPU stubs of one host has no scheduling
+ * state: its chunk is a flag that exactly one of the stubs racing for it
+ * takes; the others are refused, and nothing is left. */
+START_TEST(one_chunk_goes_to_one_stub)
+{
+    int hosts = pm__rt.nhosts;
+    pm__rt.nhosts = 1;
+    for (int round = 0; round < 200; round++) {
+        pm__task_t *t = make_task(1, PM_SCHED_PULL);
+        ck_assert_ptr_null(t->sched);
+        ck_assert_uint_eq(t->policy->left(t), 1);
+        atomic_int seen = 0;
+        pthread_t th[NSTUBS];
+        struct racer r[NSTUBS];
+        for (int s = 0; s < NSTUBS; s++) {
+            r[s] = (struct racer){t, s, &seen};
+            pthread_create(&th[s], NULL, race, &r[s]);
+        }
+        for (int s = 0; s < NSTUBS; s++)
+            pthread_join(th[s], NULL);
+        ck_assert_int_eq(atomic_load(&seen), 1);
+        ck_assert_uint_eq(t->policy->left(t), 0);
+        uint64_t c;
+        ck_assert(!t->policy->take(t, 0, &c));
+        ts_free(t);
+    }
+    pm__rt.nhosts = hosts;
+}
+END_TEST
+
 /* Equal hosts, free data: equal shares; every chunk placed once. */
 START_TEST(split_equal_hosts_free_data)
 {
@@ -565,6 +596,7 @@ int main(void)
     tcase_add_test(tc, static_never_steals);
     tcase_add_test(tc, weights_set_share_sizes);
     tcase_add_test(tc, concurrent_take_and_steal);
+    tcase_add_test(tc, one_chunk_goes_to_one_stub);
     tcase_add_test(tc, pooled_share_goes_whole_to_first_stub);
     tcase_add_test(tc, drained_task_stays_listed_with_chunks_given_back);
     tcase_add_test(tc, batch_given_back_relists_task);
