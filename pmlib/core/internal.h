@@ -351,6 +351,7 @@ typedef struct pm__task {
     void *sched_heap;  /* what the policy allocated beyond it (freed by its fini) */
     bool sched_slots;  /* a plan of this task wrote stubs' slots (sched/ranges.c) */
     bool in_slab;      /* its block was cut from a slab (core/task.c): never freed alone */
+    bool lean;         /* its block has no room for a scheduling state (core/task.c, lean_task) */
     struct pm__reduce_tree *tree;
     pm__stub_counts_t *counts;       /* per stub: see pm__counts_own */
     unsigned char *runnable;         /* per stub: it may run the task (asked once per task) */

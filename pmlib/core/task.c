@@ -234,10 +234,13 @@ static int check_devices(pm__task_t *t)
 #endif
 #define PM__SLAB_BYTES ((size_t)2 << 20)
 #define PM__SLAB_SLOW_S 1e-3
+/* Blocks by class: the task's memories, and whether the block is lean
+ * (block_class). */
+#define BLOCK_CLASSES (2 * (PM_MAX_TASK_MEMORIES + 1))
 static struct {
     pm__lock_t lock;
-    void *head[PM_MAX_TASK_MEMORIES + 1];      /* blocks of malloc */
-    void *slab_head[PM_MAX_TASK_MEMORIES + 1]; /* blocks of slabs */
+    void *head[BLOCK_CLASSES];      /* blocks of malloc */
+    void *slab_head[BLOCK_CLASSES]; /* blocks of slabs */
     size_t bytes, max; /* bytes: of malloc blocks kept; max: read at the first use after pm_init */
     bool max_read;
     char *cut, *end; /* the rest of the newest slab */
@@ -246,7 +249,7 @@ static struct {
     bool small_pages; /* no more huge pages: one came slowly */
 } block_cache;
 
-static size_t block_bytes(int nmem);
+static size_t block_bytes(int cls);
 
 /* Without PMLIB_TASK_CACHE_MB: 256 MiB, or room for PM__CACHE_TASKS tasks
  * without memories where that is more. A block grows with the stubs (their
@@ -348,14 +351,41 @@ static size_t counts_bytes(void)
     return round64((size_t)pm__rt.nstubs * sizeof(pm__stub_counts_t));
 }
 
-static size_t block_bytes(int nmem)
-{
-    return head_bytes(nmem) + counts_bytes() + round64(pm__rt.ranges_bytes);
-}
-
 static int block_nmem(int nmem)
 {
     return nmem > 0 && nmem <= PM_MAX_TASK_MEMORIES ? nmem : 0;
+}
+
+/*
+ * A block's class: its task's memories, and whether it is lean, without
+ * the room for a scheduling state at its end. A task of one chunk that
+ * only this host's CPU stubs may run has no such state under pull (its
+ * chunk is a flag, sched/pull.c): on 16 cores the room was 1.3 KB of a
+ * 3.5 KB block, memory every pending task held and a first burst of
+ * tasks had the kernel zero.
+ */
+static int block_class(int nmem, bool lean)
+{
+    return block_nmem(nmem) + (lean ? PM_MAX_TASK_MEMORIES + 1 : 0);
+}
+
+static size_t block_bytes(int cls)
+{
+    bool lean = cls > PM_MAX_TASK_MEMORIES;
+    return head_bytes(cls % (PM_MAX_TASK_MEMORIES + 1)) + counts_bytes() +
+           (lean ? 0 : round64(pm__rt.ranges_bytes));
+}
+
+/* Whether a task of this descriptor gets a lean block: one host, pull,
+ * one chunk, CPU stubs alone (as pm__task_create and pull_init find). */
+static bool lean_task(const pm_task_desc_t *d, const pm__callbacks_t *cbs)
+{
+    pm_sched_t sched = d->sched == PM_SCHED_DEFAULT ? pm__rt.default_sched : d->sched;
+    bool one_chunk = d->subtasks == 1 || (d->grain != 0 && d->grain >= d->subtasks);
+    bool cpu = cbs->cb.cpu != NULL && (d->devices & PM_DEVICE_CPU) && pm__rt.ncpu > 0;
+    bool gpu = cbs->cb.cuda != NULL && (d->devices & PM_DEVICE_GPU) && pm__rt.nstubs > pm__rt.ncpu;
+    return pm__rt.nhosts == 1 && sched == PM_SCHED_PULL && one_chunk && cpu && !gpu &&
+           cbs->cb.device_filter == NULL && d->min_cc == 0;
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -416,16 +446,18 @@ static void *list_pop(void **head, void **next)
     return b;
 }
 
-static pm__task_t *block_get(int nmem)
+static pm__task_t *block_get(int cls)
 {
     void *b = NULL, *next = NULL;
-    size_t bytes = block_bytes(nmem);
+    size_t bytes = block_bytes(cls);
+    const int nmem = cls % (PM_MAX_TASK_MEMORIES + 1);
+    const bool lean = cls > PM_MAX_TASK_MEMORIES;
     bool slab = false, fresh = false;
     if (BLOCK_CACHE_ON) {
         pm__lock(&block_cache.lock);
-        b = list_pop(&block_cache.slab_head[nmem], &next);
+        b = list_pop(&block_cache.slab_head[cls], &next);
         slab = b != NULL;
-        if (b == NULL && (b = list_pop(&block_cache.head[nmem], &next)) != NULL)
+        if (b == NULL && (b = list_pop(&block_cache.head[cls], &next)) != NULL)
             block_cache.bytes -= bytes;
         if (b == NULL && (b = slab_cut(bytes)) != NULL)
             slab = fresh = true;
@@ -446,13 +478,15 @@ static pm__task_t *block_get(int nmem)
         if (next != NULL) {
             const size_t plan = head + counts_bytes() + pm__rt.ranges_slots;
             pm__prefetch_lines(next, head);
-            pm__prefetch_lines((char *)next + plan, round64(pm__rt.ranges_bytes - pm__rt.ranges_slots));
+            if (!lean)
+                pm__prefetch_lines((char *)next + plan, round64(pm__rt.ranges_bytes - pm__rt.ranges_slots));
         }
     }
     if (b == NULL && (b = pm__aligned_alloc(bytes)) != NULL)
         memset(b, 0, bytes); /* gen 0: no task's */
     if (b != NULL) {
         ((pm__task_t *)b)->in_slab = slab;
+        ((pm__task_t *)b)->lean = lean;
         ((pm__task_t *)b)->gen = gen;
     }
     return b;
@@ -460,17 +494,17 @@ static pm__task_t *block_get(int nmem)
 
 static void block_put(pm__task_t *t)
 {
-    int nmem = block_nmem(t->desc.nmem);
-    size_t bytes = block_bytes(nmem);
+    int cls = block_class(t->desc.nmem, t->lean);
+    size_t bytes = block_bytes(cls);
     if (BLOCK_CACHE_ON) {
         pm__lock(&block_cache.lock);
         bool keep = t->in_slab || block_cache.nslabs * PM__SLAB_BYTES + block_cache.bytes + bytes <= cache_max();
         if (t->in_slab) {
-            *(void **)t = block_cache.slab_head[nmem];
-            block_cache.slab_head[nmem] = t;
+            *(void **)t = block_cache.slab_head[cls];
+            block_cache.slab_head[cls] = t;
         } else if (keep) {
-            *(void **)t = block_cache.head[nmem];
-            block_cache.head[nmem] = t;
+            *(void **)t = block_cache.head[cls];
+            block_cache.head[cls] = t;
             block_cache.bytes += bytes;
         }
         pm__unlock(&block_cache.lock);
@@ -483,7 +517,7 @@ static void block_put(pm__task_t *t)
 /* At pm_finalize: the next pm_init may have another number of stubs. */
 static void block_cache_clear(void)
 {
-    for (int i = 0; i <= PM_MAX_TASK_MEMORIES; i++)
+    for (int i = 0; i < BLOCK_CLASSES; i++)
         while (block_cache.head[i] != NULL) {
             void *b = block_cache.head[i];
             block_cache.head[i] = *(void **)b;
@@ -535,7 +569,7 @@ int pm__task_create(const pm_task_desc_t *d, const pm__callbacks_t *cbs, pm__tas
 {
     int nmem = block_nmem(d->nmem);
     size_t head = head_bytes(nmem);
-    pm__task_t *t = block_get(nmem);
+    pm__task_t *t = block_get(block_class(nmem, lean_task(d, cbs)));
     if (t == NULL)
         return PM_ENOMEM;
     t->readers = (pm__reader_t *)(t + 1);
@@ -550,7 +584,7 @@ int pm__task_create(const pm_task_desc_t *d, const pm__callbacks_t *cbs, pm__tas
     t->dependents = t->dep_room; /* most tasks have one or two */
     t->cap_dependents = 2;
     t->counts = (pm__stub_counts_t *)((char *)t + head);
-    t->sched_space = (char *)t + head + counts_bytes();
+    t->sched_space = t->lean ? NULL : (char *)t + head + counts_bytes();
     t->failed_host = -1;
     atomic_init(&t->holds, 1);
     t->cbs = *cbs;

@@ -17,8 +17,9 @@
  * - with any grain, and under uneven load that makes idle stubs steal, each
  *   subtask runs exactly once;
  * - tasks beyond what the slabs of task blocks hold (a small
- *   PMLIB_TASK_CACHE_MB) run as the others, round after round and after
- *   pmlib is started again.
+ *   PMLIB_TASK_CACHE_MB), of one subtask and of several (blocks of two
+ *   sizes), run as the others, round after round and after pmlib is
+ *   started again.
  */
 #include "testutil.h"
 
@@ -111,15 +112,16 @@ static int step_cpu(const pm_subtask_info_t *info)
     return (c.kind == STEP_FAIL && info->id == 1) ? 1 : 0;
 }
 
-/* Submits one step task over memories m0 (and m1 for snapshots). */
-static pm_task_t submit_step(int kind, uint32_t k, pm_memory_t m0,
-                             pm_memory_t m1, uint32_t sleep_us)
+/* Submits one step task of `subtasks` subtasks over memories m0 (and m1
+ * for snapshots). */
+static pm_task_t submit_step_n(int kind, uint32_t k, pm_memory_t m0,
+                               pm_memory_t m1, uint32_t sleep_us, uint64_t subtasks)
 {
     step_conf_t c = {kind, k, STEP_ELEMS, sleep_us};
     pm_task_desc_t desc;
     pm_task_t t = PM_TASK_NULL;
 
-    tu_desc(&desc, "step", STEP_SUBTASKS);
+    tu_desc(&desc, "step", subtasks);
     desc.conf = &c;
     desc.conf_bytes = sizeof(c);
     switch (kind) {
@@ -137,6 +139,12 @@ static pm_task_t submit_step(int kind, uint32_t k, pm_memory_t m0,
     }
     ck_assert_int_eq(pm_task_submit(&desc, &t), PM_OK);
     return t;
+}
+
+static pm_task_t submit_step(int kind, uint32_t k, pm_memory_t m0,
+                             pm_memory_t m1, uint32_t sleep_us)
+{
+    return submit_step_n(kind, k, m0, m1, sleep_us, STEP_SUBTASKS);
 }
 
 #define NTASKS 50
@@ -207,8 +215,10 @@ END_TEST
 /* More tasks in flight than the slabs of task blocks hold (a 2 MiB bound:
  * one slab of about 1,000 blocks, then blocks of malloc, freed), two
  * rounds, then pmlib started again: every round adds its tasks in full.
- * The tasks form one chain; on a busy machine each link may wait for a
- * stub's turn, hence the case's longer timeout. */
+ * The tasks form two chains, one of tasks of one subtask, whose blocks
+ * are smaller (no room for a scheduling state), between those of the
+ * other; on a busy machine each link may wait for a stub's turn, hence
+ * the case's longer timeout. */
 #define SLAB_TASKS 1500
 
 static void setup4(void);
@@ -216,19 +226,26 @@ static void setup4(void);
 START_TEST(test_task_blocks_beyond_slabs)
 {
     for (int life = 0; life < 2; life++) {
-        pm_memory_t m = tu_memory(STEP_ELEMS * 4);
-        static pm_task_t t[SLAB_TASKS];
+        pm_memory_t m = tu_memory(STEP_ELEMS * 4), one = tu_memory(STEP_ELEMS * 4);
+        static pm_task_t t[SLAB_TASKS], t1[SLAB_TASKS];
 
         for (int round = 1; round <= 2; round++) {
-            for (uint32_t k = 0; k < SLAB_TASKS; k++)
+            for (uint32_t k = 0; k < SLAB_TASKS; k++) {
                 t[k] = submit_step(STEP_ADD, k, m, PM_MEMORY_NULL, 0);
+                t1[k] = submit_step_n(STEP_ADD, k, one, PM_MEMORY_NULL, 0, 1);
+            }
             ck_assert_int_eq(pm_task_wait_all(), PM_OK);
-            for (uint32_t k = 0; k < SLAB_TASKS; k++)
+            for (uint32_t k = 0; k < SLAB_TASKS; k++) {
                 ck_assert_int_eq(pm_task_release(t[k]), PM_OK);
-            for (uint32_t i = 0; i < STEP_ELEMS; i++)
+                ck_assert_int_eq(pm_task_release(t1[k]), PM_OK);
+            }
+            for (uint32_t i = 0; i < STEP_ELEMS; i++) {
                 ck_assert_uint_eq(((uint32_t *)pm_memory_data(m))[i], (uint32_t)(round * SLAB_TASKS));
+                ck_assert_uint_eq(((uint32_t *)pm_memory_data(one))[i], (uint32_t)(round * SLAB_TASKS));
+            }
         }
         ck_assert_int_eq(pm_memory_release(m), PM_OK);
+        ck_assert_int_eq(pm_memory_release(one), PM_OK);
         ck_assert_int_eq(pm_finalize(), PM_OK);
         setup4();
     }
