@@ -495,8 +495,8 @@ static pm__task_t *block_get(int cls)
 static void block_put(pm__task_t *t)
 {
     int cls = block_class(t->desc.nmem, t->lean);
-    size_t bytes = block_bytes(cls);
     if (BLOCK_CACHE_ON) {
+        size_t bytes = t->in_slab ? 0 : block_bytes(cls); /* a slab's block is not counted alone */
         pm__lock(&block_cache.lock);
         bool keep = t->in_slab || block_cache.nslabs * PM__SLAB_BYTES + block_cache.bytes + bytes <= cache_max();
         if (t->in_slab) {
