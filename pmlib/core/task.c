@@ -249,7 +249,7 @@ static struct {
     bool small_pages; /* no more huge pages: one came slowly */
 } block_cache;
 
-static size_t block_bytes(int cls);
+static size_t block_bytes(int nmem, bool lean);
 
 /* Without PMLIB_TASK_CACHE_MB: 256 MiB, or room for PM__CACHE_TASKS tasks
  * without memories where that is more. A block grows with the stubs (their
@@ -263,7 +263,7 @@ static size_t block_bytes(int cls);
 static size_t cache_max(void)
 {
     if (!block_cache.max_read) {
-        size_t dflt = PM__CACHE_TASKS * block_bytes(0) >> 20;
+        size_t dflt = PM__CACHE_TASKS * block_bytes(0, false) >> 20;
         if (dflt < 256)
             dflt = 256;
         block_cache.max = (size_t)pm__env_uint("PMLIB_TASK_CACHE_MB", "megabytes", 0, 1u << 20, dflt) << 20;
@@ -357,23 +357,22 @@ static int block_nmem(int nmem)
 }
 
 /*
- * A block's class: its task's memories, and whether it is lean, without
- * the room for a scheduling state at its end. A task of one chunk that
- * only this host's CPU stubs may run has no such state under pull (its
- * chunk is a flag, sched/pull.c): on 16 cores the room was 1.3 KB of a
- * 3.5 KB block, memory every pending task held and a first burst of
- * tasks had the kernel zero.
+ * A block holds its task's memories and, unless it is lean, room for a
+ * scheduling state at its end. A task of one chunk that only this host's
+ * CPU stubs may run has no such state under pull (its chunk is a flag,
+ * sched/pull.c): on 16 cores the room was 1.3 KB of a 3.5 KB block,
+ * memory every pending task held and a first burst of tasks had the
+ * kernel zero. The cache keeps each kind of block on lists of its own
+ * (block_class).
  */
-static int block_class(int nmem, bool lean)
+static size_t block_bytes(int nmem, bool lean)
 {
-    return block_nmem(nmem) + (lean ? PM_MAX_TASK_MEMORIES + 1 : 0);
+    return head_bytes(nmem) + counts_bytes() + (lean ? 0 : round64(pm__rt.ranges_bytes));
 }
 
-static size_t block_bytes(int cls)
+static int block_class(int nmem, bool lean)
 {
-    bool lean = cls > PM_MAX_TASK_MEMORIES;
-    return head_bytes(cls % (PM_MAX_TASK_MEMORIES + 1)) + counts_bytes() +
-           (lean ? 0 : round64(pm__rt.ranges_bytes));
+    return nmem + (lean ? PM_MAX_TASK_MEMORIES + 1 : 0);
 }
 
 /* Whether a task of this descriptor gets a lean block: one host, pull,
@@ -446,12 +445,11 @@ static void *list_pop(void **head, void **next)
     return b;
 }
 
-static pm__task_t *block_get(int cls)
+static pm__task_t *block_get(int nmem, bool lean)
 {
     void *b = NULL, *next = NULL;
-    size_t bytes = block_bytes(cls);
-    const int nmem = cls % (PM_MAX_TASK_MEMORIES + 1);
-    const bool lean = cls > PM_MAX_TASK_MEMORIES;
+    size_t bytes = block_bytes(nmem, lean);
+    const int cls = block_class(nmem, lean);
     bool slab = false, fresh = false;
     if (BLOCK_CACHE_ON) {
         pm__lock(&block_cache.lock);
@@ -496,7 +494,7 @@ static void block_put(pm__task_t *t)
 {
     int cls = block_class(t->desc.nmem, t->lean);
     if (BLOCK_CACHE_ON) {
-        size_t bytes = t->in_slab ? 0 : block_bytes(cls); /* a slab's block is not counted alone */
+        size_t bytes = t->in_slab ? 0 : block_bytes(t->desc.nmem, t->lean); /* a slab's block is not counted alone */
         pm__lock(&block_cache.lock);
         bool keep = t->in_slab || block_cache.nslabs * PM__SLAB_BYTES + block_cache.bytes + bytes <= cache_max();
         if (t->in_slab) {
@@ -569,7 +567,7 @@ int pm__task_create(const pm_task_desc_t *d, const pm__callbacks_t *cbs, pm__tas
 {
     int nmem = block_nmem(d->nmem);
     size_t head = head_bytes(nmem);
-    pm__task_t *t = block_get(block_class(nmem, lean_task(d, cbs)));
+    pm__task_t *t = block_get(nmem, lean_task(d, cbs));
     if (t == NULL)
         return PM_ENOMEM;
     t->readers = (pm__reader_t *)(t + 1);
