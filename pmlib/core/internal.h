@@ -307,7 +307,6 @@ typedef struct pm__task {
 
     pm__task_desc_t desc;
     void *conf; /* conf_room, or allocated when larger */
-    _Alignas(16) unsigned char conf_room[64];
     pm__callbacks_t cbs;
     pm__memory_t **mems; /* desc.nmem of them, in the task's block */
     int nred;                           /* reduced memories */
@@ -331,8 +330,7 @@ typedef struct pm__task {
     atomic_uchar one_left;
     /* The device filter's answers, asked once per task and device. */
     signed char filter_cpu; /* -1: not asked yet */
-    unsigned char nfilter_gpu;
-    struct { short major, minor; bool ok; } filter_gpu[8];
+    unsigned char nfilter_gpu; /* answers in filter_gpu */
     struct pm__task *hnext; /* sequence number table */
 
     uint64_t grain, nchunks;
@@ -357,44 +355,15 @@ typedef struct pm__task {
     unsigned char *runnable;         /* per stub: it may run the task (asked once per task) */
     atomic_uint_fast64_t copies_local; /* subtasks run again as copies on this host */
 
-    /* several hosts */
+    /* several hosts: what a stub reads at each chunk (zero on one host) */
     bool remote;             /* run here on behalf of host 0 */
     bool fetched;            /* another host: inputs of it were asked for (atomic, data/data.c) */
-    uint64_t *host_lo, *host_hi; /* host 0: each host's initial share */
-    double *host_busy;           /* host 0: seconds its share adds to each host's backlog */
-    pm__host_ran_t *host_run;    /* host 0: what each host ran of the task, and by when */
-    unsigned char *host_fed;     /* host 0, per host (rt lock): 0 no chunk of it, 1 a first
-                                  * share, 2 reported one, 3 chunks by stealing, 4 a chunk
-                                  * to measure it again (pm__hosts_probe_due), 5 that
-                                  * chunk reported */
-    bool hosts_by_cost;          /* host 0: shares by cost; hosts without one never see it */
-    bool no_grants;              /* host 0 grants other hosts no more chunks (told with the task) */
-    double woke_late;            /* another host: how long its task message may have waited there */
-    bool comm_on;                /* host 0: it keeps the comm thread polling (pm__comm_active) */
-    double xfer_common, xfer_in, xfer_out; /* host 0: bytes per chunk (sched/hosts.h) */
-    int inprogress;          /* rt lock: chunks held by this host's stubs (remote tasks) */
-    int steal_pending, steal_victim, steal_tried, drained, drain_sent; /* rt lock */
-    double steal_since; /* the pending ask went out (traced only; rt lock) */
-    int copy_pending, copy_tried, copies_done, copies;                 /* rt lock */
+    bool home_dir;           /* host 0: a memory's ranges were held by other hosts as it started (see lazy_mask) */
+    double woke_late;        /* another host: how long its task message may have waited there */
     /* Multi-assign: the chunk each stub runs (UINT64_MAX: none), when it
      * started, and whether another host runs a copy of it. */
     atomic_uint_fast64_t *running, *running_since;
     atomic_uchar *copied;
-    atomic_uchar *done_map; /* host 0: chunks reported done (first report wins) */
-    atomic_uint_fast64_t subtasks_remote, subtasks_remote_gpu, steals_remote, bytes_moved, bytes_sent;
-    atomic_uint_fast64_t remote_counts[PM__REMOTE_COUNTS]; /* host 0: summed over hosts */
-    /* Lazy memories (data/data.c): bit m when memory m's writes stay where
-     * written; in home_mask too when they also go home, where host 0's own
-     * chunks read what other hosts held of that memory before (they will
-     * not wait for it); home_dir (host 0) when a memory of the task had
-     * ranges held by other hosts as it started, so host 0's chunks fetch
-     * and record. */
-    uint32_t lazy_mask, home_mask;
-    bool home_dir;
-    /* Bytes by host (several hosts; 3 x nhosts): [0, n) what this host
-     * received from each host; host 0 also sums the other hosts' reports:
-     * [n, 2n) sent by each host, [2n, 3n) received by each host. */
-    atomic_uint_fast64_t *xbytes;
     pm__lock_t redist_lock;
     struct pm__piece *pieces; /* redistributed output, unsorted */
     atomic_uint_fast64_t piece_seq;
@@ -409,8 +378,53 @@ typedef struct pm__task {
     uint64_t nfailed;
     char *message; /* what went wrong with failed_subtask (NULL: nothing) */
     double t_submit, t_start;
+
+    /*
+     * Not zeroed for each task (core/task.c, block_get): on 16 cores each
+     * line of the head written at submit cost about 30 ns a task, the
+     * block being out of every cache with many tasks in flight.
+     */
+    /* Read only through a field above: `conf` points here when the
+     * configuration fits, nfilter_gpu counts the answers. */
+    _Alignas(64) unsigned char conf_room[64];
+    struct { short major, minor; bool ok; } filter_gpu[8];
+    /* Several hosts only: never written on one host, where they stay zero
+     * as a fresh block has them (checked in AddressSanitizer builds). */
+    _Alignas(64) uint64_t *host_lo, *host_hi; /* host 0: each host's initial share */
+    double *host_busy;           /* host 0: seconds its share adds to each host's backlog */
+    pm__host_ran_t *host_run;    /* host 0: what each host ran of the task, and by when */
+    unsigned char *host_fed;     /* host 0, per host (rt lock): 0 no chunk of it, 1 a first
+                                  * share, 2 reported one, 3 chunks by stealing, 4 a chunk
+                                  * to measure it again (pm__hosts_probe_due), 5 that
+                                  * chunk reported */
+    bool hosts_by_cost;          /* host 0: shares by cost; hosts without one never see it */
+    bool no_grants;              /* host 0 grants other hosts no more chunks (told with the task) */
+    bool comm_on;                /* host 0: it keeps the comm thread polling (pm__comm_active) */
+    double xfer_common, xfer_in, xfer_out; /* host 0: bytes per chunk (sched/hosts.h) */
+    int inprogress;          /* rt lock: chunks held by this host's stubs (remote tasks) */
+    int steal_pending, steal_victim, steal_tried, drained, drain_sent; /* rt lock */
+    double steal_since; /* the pending ask went out (traced only; rt lock) */
+    int copy_pending, copy_tried, copies_done, copies;                 /* rt lock */
+    atomic_uchar *done_map; /* host 0: chunks reported done (first report wins) */
+    atomic_uint_fast64_t subtasks_remote, subtasks_remote_gpu, steals_remote, bytes_moved, bytes_sent;
+    atomic_uint_fast64_t remote_counts[PM__REMOTE_COUNTS]; /* host 0: summed over hosts */
+    /* Lazy memories (data/data.c): bit m when memory m's writes stay where
+     * written; in home_mask too when they also go home, where host 0's own
+     * chunks read what other hosts held of that memory before (they will
+     * not wait for it); home_dir (host 0) when a memory of the task had
+     * ranges held by other hosts as it started, so host 0's chunks fetch
+     * and record. */
+    uint32_t lazy_mask, home_mask;
+    /* Bytes by host (several hosts; 3 x nhosts): [0, n) what this host
+     * received from each host; host 0 also sums the other hosts' reports:
+     * [n, 2n) sent by each host, [2n, 3n) received by each host. */
+    atomic_uint_fast64_t *xbytes;
 } pm__task_t;
 _Static_assert(offsetof(pm__task_t, desc) == 64, "what a task's end writes and its release reads fill its first line");
+/* Zeroed for each task: up to the configuration's room; on several hosts
+ * also from host_lo on (core/task.c). */
+#define PM__TASK_ZEROED offsetof(pm__task_t, conf_room)
+#define PM__TASK_HOSTS offsetof(pm__task_t, host_lo)
 
 /* Stub s's counters in task t, zeroed at the stub's first use of them in
  * this task; only stub s calls it (one writer per line). */

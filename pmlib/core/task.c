@@ -469,13 +469,18 @@ static pm__task_t *block_get(int nmem, bool lean)
     if (b != NULL && !fresh) { /* its per-stub lines hold an older gen: they read as empty */
         size_t head = head_bytes(nmem);
         gen = ((pm__task_t *)b)->gen + 1;
-        memset(b, 0, head);
-        /* Not the stubs' counters nor their slots of the plan: stubs
-         * write them (a pooled task's plan writes no slot, and on 31
-         * stubs the slots were 31 of the 36 lines asked for). */
+        /* Not the configuration's room, and on one host not what only
+         * several hosts write (pm__task_t); nor the stubs' counters nor
+         * their slots of the plan: stubs write them (a pooled task's plan
+         * writes no slot, and on 31 stubs the slots were 31 of the 36
+         * lines asked for). */
+        const size_t from = pm__rt.nhosts > 1 ? PM__TASK_HOSTS : sizeof(pm__task_t);
+        memset(b, 0, PM__TASK_ZEROED);
+        memset((char *)b + from, 0, head - from);
         if (next != NULL) {
             const size_t plan = head + counts_bytes() + pm__rt.ranges_slots;
-            pm__prefetch_lines(next, head);
+            pm__prefetch_lines(next, PM__TASK_ZEROED);
+            pm__prefetch_lines((char *)next + from, head - from);
             if (!lean)
                 pm__prefetch_lines((char *)next + plan, round64(pm__rt.ranges_bytes - pm__rt.ranges_slots));
         }
@@ -527,8 +532,29 @@ static void block_cache_clear(void)
     memset(&block_cache, 0, sizeof block_cache); /* empty, unlocked, the bound read again */
 }
 
+#if defined(__SANITIZE_ADDRESS__)
+/* On one host what only several hosts write is never zeroed (block_get):
+ * a write there would reach the next task of the block. */
+static void hosts_part_check(const pm__task_t *t)
+{
+    const unsigned char *p = (const unsigned char *)t;
+    for (size_t i = PM__TASK_HOSTS; pm__rt.nhosts == 1 && i < sizeof *t; i++)
+        if (p[i] != 0) {
+            pm__error("internal: task %llu wrote byte %zu of its block, which one host never writes",
+                      (unsigned long long)t->seq, i);
+            abort();
+        }
+}
+#else
+static void hosts_part_check(const pm__task_t *t)
+{
+    (void)t;
+}
+#endif
+
 static void task_free(pm__task_t *t)
 {
+    hosts_part_check(t);
     if (t->pieces != NULL)
         pm__task_free_pieces(t);
     if (pm__rt.nhosts > 1) { /* only tasks of several hosts have these */
@@ -1465,7 +1491,7 @@ static void release_locked(pm__task_t *t)
     pm__task_unready(t);
     tlist_remove(&pm__rt.active, t, ACTIVE_LINK);
     seq_remove_locked(t);
-    if (t->host_busy != NULL)
+    if (pm__rt.nhosts > 1 && t->host_busy != NULL)
         pm__hooks.task_released(t);
     atomic_fetch_add_explicit(&pm__rt.finished, 1, memory_order_release);
     for (int i = 0; i < t->ndependents; i++)

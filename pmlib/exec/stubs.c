@@ -54,7 +54,8 @@ static enum job find_work_locked(pm__stub_t *s, pm__task_t **task, uint64_t *chu
         } else if (state == PM__TASK_RUN) {
             if (pm__task_runnable_on(t, s) && t->policy->take(t, s->index, chunk)) {
                 *task = t;
-                t->inprogress += t->remote; /* counted where a host drains */
+                if (t->remote) /* counted where a host drains */
+                    t->inprogress++;
                 /* Its last chunk on one host: off the lists now, while the
                  * lock is held, rather than by the next look or its end. */
                 if (pm__rt.nhosts == 1 && t->policy->left(t) == 0)
