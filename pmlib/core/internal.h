@@ -307,14 +307,13 @@ typedef struct pm__task {
 
     pm__task_desc_t desc;
     void *conf; /* conf_room, or allocated when larger */
-    pm__callbacks_t cbs;
+    const pm__callbacks_t *cbs; /* the registered set (stable until pm_finalize) */
     pm__memory_t **mems; /* desc.nmem of them, in the task's block */
     int nred;                           /* reduced memories */
 
     atomic_int ndeps; /* unfinished earlier tasks it waits for (+1 while held for subscribing at submit) */
     struct pm__task **dependents; /* dep_room until more are needed */
     int ndependents, cap_dependents;
-    struct pm__task *dep_room[2];
     pm__reader_t *readers; /* per memory: among its readers (in the task's block) */
     pm__tlink_t alink;    /* among the unfinished tasks, submit order */
     pm__tlink_t rlink[2]; /* on the ready lists: [0] CPU, [1] GPU */
@@ -331,6 +330,7 @@ typedef struct pm__task {
     /* The device filter's answers, asked once per task and device. */
     signed char filter_cpu; /* -1: not asked yet */
     unsigned char nfilter_gpu; /* answers in filter_gpu */
+    bool lean;         /* its block has no room for a scheduling state (core/task.c, lean_task) */
     struct pm__task *hnext; /* sequence number table */
 
     uint64_t grain, nchunks;
@@ -341,29 +341,21 @@ typedef struct pm__task {
     uint32_t subs_room;           /* bytes of room per chunk after chunk_subs[nchunks] (0: none) */
     bool prepared;                /* subscriptions known and checked already */
     bool subs_unkept;             /* found none to reuse, and its own will not be kept (core/subscribe.c) */
-    atomic_uint_fast64_t prep_next, prep_done;
+    bool sched_slots;  /* a plan of this task wrote stubs' slots (sched/ranges.c) */
+    bool in_slab;      /* its block was cut from a slab (core/task.c): never freed alone */
     /* run phase */
     const struct pm__sched_policy *policy;
     struct pm__sched_state *sched;
     void *sched_space; /* room for the policy's state, in the task's block */
     void *sched_heap;  /* what the policy allocated beyond it (freed by its fini) */
-    bool sched_slots;  /* a plan of this task wrote stubs' slots (sched/ranges.c) */
-    bool in_slab;      /* its block was cut from a slab (core/task.c): never freed alone */
-    bool lean;         /* its block has no room for a scheduling state (core/task.c, lean_task) */
     struct pm__reduce_tree *tree;
     pm__stub_counts_t *counts;       /* per stub: see pm__counts_own */
-    unsigned char *runnable;         /* per stub: it may run the task (asked once per task) */
+    unsigned char *runnable;         /* per stub: it may run the task (asked once per task); NULL: run_kinds says */
     atomic_uint_fast64_t copies_local; /* subtasks run again as copies on this host */
 
     /* several hosts: what a stub reads at each chunk (zero on one host) */
     bool remote;             /* run here on behalf of host 0 */
-    bool fetched;            /* another host: inputs of it were asked for (atomic, data/data.c) */
     bool home_dir;           /* host 0: a memory's ranges were held by other hosts as it started (see lazy_mask) */
-    double woke_late;        /* another host: how long its task message may have waited there */
-    /* Multi-assign: the chunk each stub runs (UINT64_MAX: none), when it
-     * started, and whether another host runs a copy of it. */
-    atomic_uint_fast64_t *running, *running_since;
-    atomic_uchar *copied;
     pm__lock_t redist_lock;
     struct pm__piece *pieces; /* redistributed output, unsorted */
     atomic_uint_fast64_t piece_seq;
@@ -388,9 +380,19 @@ typedef struct pm__task {
      * configuration fits, nfilter_gpu counts the answers. */
     _Alignas(64) unsigned char conf_room[64];
     struct { short major, minor; bool ok; } filter_gpu[8];
+    struct pm__task *dep_room[2]; /* `dependents` until more are needed */
+    atomic_uint_fast64_t prep_next, prep_done; /* with chunk_subs: zeroed by pm__subs_alloc */
     /* Several hosts only: never written on one host, where they stay zero
      * as a fresh block has them (checked in AddressSanitizer builds). */
-    _Alignas(64) uint64_t *host_lo, *host_hi; /* host 0: each host's initial share */
+    _Alignas(64) uint64_t *host_lo; /* host 0: each host's initial share */
+    uint64_t *host_hi;
+    /* Multi-assign on hosts other than 0: the chunk each stub runs
+     * (UINT64_MAX: none), when it started, and whether another host runs
+     * a copy of it. */
+    atomic_uint_fast64_t *running, *running_since;
+    atomic_uchar *copied;
+    bool fetched;            /* another host: inputs of it were asked for (atomic, data/data.c) */
+    double woke_late;        /* another host: how long its task message may have waited there */
     double *host_busy;           /* host 0: seconds its share adds to each host's backlog */
     pm__host_ran_t *host_run;    /* host 0: what each host ran of the task, and by when */
     unsigned char *host_fed;     /* host 0, per host (rt lock): 0 no chunk of it, 1 a first
@@ -611,6 +613,8 @@ static inline int pm__task_runnable_on(const pm__task_t *t, const pm__stub_t *s)
 {
     if (s->ops->usable != NULL && !s->ops->usable(s))
         return 0;
+    if (t->runnable == NULL) /* all of a kind alike */
+        return (t->run_kinds >> (s->ops->kind == PM_DEVICE_GPU)) & 1u;
     return t->runnable[s->index];
 }
 int pm__gpu_eligible(const pm__task_t *t, int major, int minor);

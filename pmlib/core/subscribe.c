@@ -190,6 +190,8 @@ int pm__subs_alloc(pm__task_t *t)
     if (t->chunk_subs == NULL)
         return PM_ENOMEM;
     t->subs_room = carve ? (uint32_t)room : 0;
+    atomic_init(&t->prep_next, 0); /* not zeroed with the task's head */
+    atomic_init(&t->prep_done, 0);
     return 0;
 }
 
@@ -285,7 +287,7 @@ int pm__subscribe_chunk(pm__task_t *t, uint64_t chunk)
         pm_subscription_t sub = {.task = t, .subs = cs, .id = id};
         cs->start[id - first] = cs->n;
         info.id = id;
-        int rc = t->cbs.cb.subscribe(&sub, &info);
+        int rc = t->cbs->cb.subscribe(&sub, &info);
         if (rc != 0 && sub.err == 0)
             pm__task_fail(t, PM_ECALLBACK, id, "subtask %llu: the subscribe callback returned %d",
                           (unsigned long long)id, rc);
@@ -468,7 +470,7 @@ static struct {
 
 static bool key_matches(const subs_key_t *k, const pm__task_t *t)
 {
-    if (k->set != t->cbs.set || k->subtasks != t->desc.subtasks || k->grain != t->grain ||
+    if (k->set != t->cbs->set || k->subtasks != t->desc.subtasks || k->grain != t->grain ||
         k->nmem != t->desc.nmem || k->conf_bytes != t->desc.conf_bytes)
         return false;
     for (int m = 0; m < k->nmem; m++)
@@ -528,7 +530,7 @@ static victim_t victim_locked(const pm__callbacks_t *cb)
  * (lock held; its newest entry counts the tasks that kept nothing). */
 static bool worth_keeping_locked(const pm__task_t *t)
 {
-    victim_t v = victim_locked(t->cbs.set);
+    victim_t v = victim_locked(t->cbs->set);
     if (v.barren <= PM__SUBS_BARREN)
         return true;
     return ++SC.skipped[v.newest] % PM__SUBS_RETRY == 0;
@@ -575,7 +577,7 @@ void pm__subs_keep(pm__task_t *t)
     set->nchunks = t->nchunks;
     set->chunks = t->chunk_subs;
     t->subs_set = set;
-    subs_key_t k = {.set = t->cbs.set, .subtasks = t->desc.subtasks, .grain = t->grain, .nmem = t->desc.nmem,
+    subs_key_t k = {.set = t->cbs->set, .subtasks = t->desc.subtasks, .grain = t->grain, .nmem = t->desc.nmem,
                     .conf_bytes = t->desc.conf_bytes, .conf = conf};
     for (int m = 0; m < k.nmem; m++) {
         k.bytes[m] = t->mems[m]->bytes;

@@ -139,7 +139,7 @@ static int check_desc(const pm_task_desc_t *d, const pm__callbacks_t **set)
  * device model (so a filter that changes its mind cannot strand a task). */
 static bool filter_says(pm__task_t *t, pm_device_kind_t kind, int major, int minor)
 {
-    const pm_callbacks_t *cb = &t->cbs.cb;
+    const pm_callbacks_t *cb = &t->cbs->cb;
     if (cb->device_filter == NULL)
         return true;
     if (kind == PM_DEVICE_CPU) {
@@ -158,7 +158,7 @@ static bool filter_says(pm__task_t *t, pm_device_kind_t kind, int major, int min
 
 int pm__gpu_eligible(const pm__task_t *t, int major, int minor)
 {
-    const pm_callbacks_t *cb = &t->cbs.cb;
+    const pm_callbacks_t *cb = &t->cbs->cb;
     if (cb->cuda == NULL || !(t->desc.devices & PM_DEVICE_GPU) || major * 10 + minor < t->desc.min_cc)
         return 0;
     /* The answers are filled in while the task is created, before any other
@@ -168,7 +168,7 @@ int pm__gpu_eligible(const pm__task_t *t, int major, int minor)
 
 bool pm__cpu_eligible(pm__task_t *t)
 {
-    return t->cbs.cb.cpu != NULL && (t->desc.devices & PM_DEVICE_CPU) &&
+    return t->cbs->cb.cpu != NULL && (t->desc.devices & PM_DEVICE_CPU) &&
            filter_says(t, PM_DEVICE_CPU, 0, 0);
 }
 
@@ -193,18 +193,18 @@ static int check_devices(pm__task_t *t)
     for (int h = 0; h < pm__rt.nhosts; h++)
         if (pm__host_weight(t, h) > 0)
             return 0;
-    const pm_callbacks_t *cb = &t->cbs.cb;
+    const pm_callbacks_t *cb = &t->cbs->cb;
     int gpus = 0;
     for (int h = 0; h < pm__rt.nhosts; h++)
         gpus += pm__hosts[h].ngpu;
     if (cb->cpu == NULL && gpus == 0)
         return PM__FAIL(PM_ENODEVICE, "callbacks '%s' have no cpu callback and no host has GPU stubs; "
-                        "add a cpu callback or run on hosts with GPUs", t->cbs.name);
+                        "add a cpu callback or run on hosts with GPUs", t->cbs->name);
     if (t->desc.devices == PM_DEVICE_GPU && gpus == 0)
         return PM__FAIL(PM_ENODEVICE, "the task may run only on GPUs (desc->devices) and no host has one; "
                         "allow PM_DEVICE_CPU or run on hosts with GPUs (pmlib-info lists them)");
     return PM__FAIL(PM_ENODEVICE, "no stub may run callbacks '%s' (device mask %d, device filter); "
-                    "widen desc->devices or the filter", t->cbs.name, t->desc.devices);
+                    "widen desc->devices or the filter", t->cbs->name, t->desc.devices);
 }
 
 /* ---- creation ---------------------------------------------------------- */
@@ -470,17 +470,21 @@ static pm__task_t *block_get(int nmem, bool lean)
         size_t head = head_bytes(nmem);
         gen = ((pm__task_t *)b)->gen + 1;
         /* Not the configuration's room, and on one host not what only
-         * several hosts write (pm__task_t); nor the stubs' counters nor
-         * their slots of the plan: stubs write them (a pooled task's plan
-         * writes no slot, and on 31 stubs the slots were 31 of the 36
-         * lines asked for). */
+         * several hosts write (pm__task_t); after the task, its memories'
+         * readers but not what create fills in (the memories, the stubs
+         * that may run it); nor the stubs' counters nor their slots of the
+         * plan: stubs write them (a pooled task's plan writes no slot, and
+         * on 31 stubs the slots were 31 of the 36 lines asked for). */
         const size_t from = pm__rt.nhosts > 1 ? PM__TASK_HOSTS : sizeof(pm__task_t);
+        const size_t readers = sizeof(pm__task_t) + (size_t)nmem * sizeof(pm__reader_t);
+        const size_t filled = sizeof(pm__task_t) +
+                              (size_t)nmem * (sizeof(pm__reader_t) + sizeof(pm_task_memory_t) + sizeof(pm__memory_t *));
         memset(b, 0, PM__TASK_ZEROED);
-        memset((char *)b + from, 0, head - from);
+        memset((char *)b + from, 0, readers - from);
         if (next != NULL) {
             const size_t plan = head + counts_bytes() + pm__rt.ranges_slots;
             pm__prefetch_lines(next, PM__TASK_ZEROED);
-            pm__prefetch_lines((char *)next + from, head - from);
+            pm__prefetch_lines((char *)next + from, filled - from);
             if (!lean)
                 pm__prefetch_lines((char *)next + plan, round64(pm__rt.ranges_bytes - pm__rt.ranges_slots));
         }
@@ -611,7 +615,7 @@ int pm__task_create(const pm_task_desc_t *d, const pm__callbacks_t *cbs, pm__tas
     t->sched_space = t->lean ? NULL : (char *)t + head + counts_bytes();
     t->failed_host = -1;
     atomic_init(&t->holds, 1);
-    t->cbs = *cbs;
+    t->cbs = cbs;
     t->failed_subtask = UINT64_MAX;
     t->t_submit = pm__now();
     if (d->conf_bytes > 0) {
@@ -621,7 +625,7 @@ int pm__task_create(const pm_task_desc_t *d, const pm__callbacks_t *cbs, pm__tas
         memcpy(t->conf, d->conf, d->conf_bytes);
     }
     t->desc.conf = t->conf;
-    t->desc.callbacks = t->cbs.name;
+    t->desc.callbacks = t->cbs->name;
     if (pm__rt.nhosts > 1) {
         t->xbytes = calloc(3 * (size_t)pm__rt.nhosts, sizeof *t->xbytes);
         if (t->xbytes == NULL)
@@ -642,13 +646,12 @@ int pm__task_create(const pm_task_desc_t *d, const pm__callbacks_t *cbs, pm__tas
     t->filter_cpu = -1;
     bool cpu_ok = pm__cpu_eligible(t);
     t->every_kind = t->desc.sched == PM_SCHED_PULL ? 3u : 0u;
-    if (t->cbs.cb.device_filter == NULL && t->desc.min_cc == 0) {
+    if (t->cbs->cb.device_filter == NULL && t->desc.min_cc == 0) {
         /* Every stub of a kind alike, CPU stubs first: no stub need be
          * read (a line each, 16 of them per task on 16 cores). */
         const int ncpu = pm__rt.ncpu, ngpu = pm__rt.nstubs - pm__rt.ncpu;
         unsigned ok = (cpu_ok ? 1u : 0u) | (pm__gpu_eligible(t, 0, 0) ? 2u : 0u);
-        memset(t->runnable, (ok & 1u) != 0, (size_t)ncpu);
-        memset(t->runnable + ncpu, (ok & 2u) != 0, (size_t)ngpu);
+        t->runnable = NULL; /* run_kinds says it for each kind (pm__task_runnable_on) */
         t->all_kinds = (unsigned char)((ncpu > 0 ? 1u : 0u) | (ngpu > 0 ? 2u : 0u));
         t->run_kinds = (unsigned char)(t->all_kinds & ok);
         t->every_kind &= (unsigned char)~(t->all_kinds & ~ok);
@@ -1008,7 +1011,7 @@ void pm__task_ready_locked(pm__task_t *t)
         if (prepare) {
             poke = wake = t->nchunks;
         } else if ((t->every_kind >> k) & 1u) {
-            double ns = k == 0 && t->nchunks > 1 ? pm__hooks.model_ns(t->cbs.model, PM_DEVICE_CPU, NULL) : 0;
+            double ns = k == 0 && t->nchunks > 1 ? pm__hooks.model_ns(t->cbs->model, PM_DEVICE_CPU, NULL) : 0;
             poke = k == 0 ? cpu_stubs_worth(t, ns, pm__poke_worth_ns()) : t->nchunks;
             wake = k == 0 ? cpu_stubs_worth(t, ns, PM__WAKE_WORTH_NS) : t->nchunks;
             /* A stub that made t ready (it finished what t waited for)
@@ -1201,7 +1204,7 @@ static void start_running_locked(pm__task_t *t, bool at_submit)
      * tasks in flight their blocks are out of every cache: asked for now,
      * while it runs, they are in by then. */
     for (int i = 0; i < t->ndependents && i < 2; i++)
-        pm__prefetch_lines(t->dependents[i], sizeof(pm__task_t));
+        pm__prefetch_lines(t->dependents[i], PM__TASK_ZEROED);
 }
 
 static void make_ready_locked(pm__task_t *t, bool at_submit)
@@ -1358,7 +1361,7 @@ int pm_task_submit(const pm_task_desc_t *desc, pm_task_t *task)
     task->id = id;
     pm__debug("task %llu submitted: %llu subtasks in %llu chunks, callbacks '%s', %s",
               (unsigned long long)t->seq, (unsigned long long)desc->subtasks,
-              (unsigned long long)t->nchunks, t->cbs.name, t->policy->name);
+              (unsigned long long)t->nchunks, t->cbs->name, t->policy->name);
     return 0;
 }
 
@@ -1549,11 +1552,11 @@ static void task_finish(pm__task_t *t)
     if (t->status != 0) {
         if (t->nfailed > 1)
             pm__error("task %llu ('%s') failed: %s (%s); %llu subtasks failed in all",
-                      (unsigned long long)t->seq, t->cbs.name, pm__task_message(t), pm_errname(t->status),
+                      (unsigned long long)t->seq, t->cbs->name, pm__task_message(t), pm_errname(t->status),
                       (unsigned long long)t->nfailed);
         else
             pm__error("task %llu ('%s') failed: %s (%s)", (unsigned long long)t->seq,
-                      t->cbs.name, pm__task_message(t), pm_errname(t->status));
+                      t->cbs->name, pm__task_message(t), pm_errname(t->status));
     }
     if (quick_finish(t))
         return;

@@ -205,7 +205,7 @@ void pm__host_run_chunk(pm__host_run_t *p, pm__stub_t *s, pm__task_t *t, uint64_
 static int cpu_call(pm__stub_t *s, pm__task_t *t, pm_subtask_info_t *info)
 {
     (void)s;
-    return t->cbs.cb.cpu(info);
+    return t->cbs->cb.cpu(info);
 }
 
 static void cpu_run_chunk(pm__stub_t *s, pm__task_t *t, uint64_t chunk)

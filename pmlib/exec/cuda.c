@@ -87,7 +87,7 @@ static const char *open_failure(int rc)
 static int run_on_cpu(const run_t *r, uint64_t id)
 {
     const pm__task_t *t = r->t;
-    if (t->cbs.cb.cpu == NULL || t->nred > 0 || !(t->desc.devices & PM_DEVICE_CPU))
+    if (t->cbs->cb.cpu == NULL || t->nred > 0 || !(t->desc.devices & PM_DEVICE_CPU))
         return PM_ENOTSUP;
     pm_subtask_info_t info = r->info;
     info.id = id;
@@ -97,7 +97,7 @@ static int run_on_cpu(const run_t *r, uint64_t id)
         info.mem[m] = t->mems[m]->data;
     pm__info("subtask %llu runs on the cpu: gpu %d is out of memory", (unsigned long long)id,
              r->p->gpu.ordinal);
-    int rc = t->cbs.cb.cpu(&info);
+    int rc = t->cbs->cb.cpu(&info);
     if (rc != 0)
         pm__task_fail(r->t, PM_ECALLBACK, id,
                       "subtask %llu: the cpu callback (run because gpu %d was out of memory) returned %d "
@@ -306,7 +306,7 @@ static int send_early(run_t *r, slot_t *sl, pm__subs_view_t v)
 static int invoke_cuda(const run_t *r, const pm_subtask_info_t *info, cudaStream_t stream)
 {
     pm__cuda_forget_error(); /* errors already returned */
-    int ret = r->t->cbs.cb.cuda(info, (void *)stream);
+    int ret = r->t->cbs->cb.cuda(info, (void *)stream);
     int lrc = PM__CUDA(QUIET, cudaGetLastError());
     if (ret == 0 && lrc == 0)
         return 0;

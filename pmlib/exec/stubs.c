@@ -316,7 +316,7 @@ static void run_loop(pm__stub_t *s, pm__task_t *t, uint64_t k)
     for (;;) {
         if (pm__rt.nhosts > 1)
             pm__comm_hand_over();
-        if (t->running != NULL) { /* other hosts may ask for a copy of it */
+        if (pm__rt.nhosts > 1 && t->running != NULL) { /* other hosts may ask for a copy of it */
             atomic_store(&t->running_since[s->index], (uint64_t)(pm__now() * 1e9));
             atomic_store(&t->running[s->index], k);
         }
@@ -385,7 +385,7 @@ static void run_loop(pm__stub_t *s, pm__task_t *t, uint64_t k)
         }
         pm__task_wake_more(t, s->ops->kind, (uint64_t)((t1 - t0) * 1e9 / (double)nk));
         pm__trace_span(s->index, PM__TRACE_CHUNK, t->seq, k, t0, t1);
-        if (t->running != NULL) {
+        if (pm__rt.nhosts > 1 && t->running != NULL) {
             atomic_store(&t->running[s->index], UINT64_MAX);
             atomic_store(&t->copied[s->index], 0);
         }

@@ -200,7 +200,7 @@ static int reduce_part(const pm__task_t *t, int m, pm__acc_t *a, const unsigned 
     }
     pm_reduce_info_t info = {.mem = m, .offset = lo, .length = hi - lo,
                              .conf = t->conf, .conf_bytes = t->desc.conf_bytes};
-    int rc = t->cbs.cb.reduce(&info, pm__natural(a->data, a->lo),
+    int rc = t->cbs->cb.reduce(&info, pm__natural(a->data, a->lo),
                               pm__natural((void *)(uintptr_t)from, from_lo));
     return rc == 0 ? 0 : PM_ECALLBACK;
 }

@@ -176,7 +176,7 @@ void pm__hosts_note_finish(const pm__task_t *t, int h, double seconds, unsigned 
      * again for ranges of its own (fft2d's first column pass on cpu2: its
      * first 16 MB took host 1 up to 0.35 s, and that one sample kept every
      * later task off host 1). The next sets it and later ones average in. */
-    bool first = !seen_before(&hc[h], t->cbs.name_hash);
+    bool first = !seen_before(&hc[h], t->cbs->name_hash);
     double *p = &hc[h].per_byte;
     if (!first) {
         if (probe)
@@ -405,7 +405,7 @@ static double host_rate(pm__task_t *t, int h)
     const double per = (double)t->grain * 1e-9;
     double rate = 0;
     if (pm__cpu_eligible(t) && pm__hosts[h].ncpu > 0) {
-        double ns = pm__model_ns_named(t->cbs.model, PM_DEVICE_CPU, NULL);
+        double ns = pm__model_ns_named(t->cbs->model, PM_DEVICE_CPU, NULL);
         if (ns <= 0)
             return 0;
         rate += pm__hosts[h].ncpu / (ns * per);
@@ -414,7 +414,7 @@ static double host_rate(pm__task_t *t, int h)
         const pm__gpu_desc_t *d = &pm__hosts[h].gpu[g];
         if (!pm__gpu_eligible(t, d->major, d->minor))
             continue;
-        double ns = pm__model_ns_named(t->cbs.model, PM_DEVICE_GPU, d->name);
+        double ns = pm__model_ns_named(t->cbs->model, PM_DEVICE_GPU, d->name);
         if (ns <= 0)
             return 0;
         rate += 1 / (ns * per);

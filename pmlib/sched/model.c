@@ -170,7 +170,7 @@ void pm__model_note(pm__model_t *m, int stub, uint64_t subtasks, uint64_t ns, do
 
 void pm__model_note_chunk(const pm__task_t *t, const pm__stub_t *s, uint64_t subtasks, uint64_t ns)
 {
-    if (t->cbs.model == NULL)
+    if (t->cbs->model == NULL)
         return;
     /* Bytes per subtask so far in this task: a GPU's copies; a CPU of a host
      * other than 0, what the host received (its only inputs). */
@@ -186,7 +186,7 @@ void pm__model_note_chunk(const pm__task_t *t, const pm__stub_t *s, uint64_t sub
         if (done > 0)
             in = (double)atomic_load_explicit(&t->bytes_moved, memory_order_relaxed) / (double)done;
     }
-    pm__model_note(t->cbs.model, s->index, subtasks, ns, in, out);
+    pm__model_note(t->cbs->model, s->index, subtasks, ns, in, out);
 }
 
 /* ns per subtask of a device, 0 when it has no sample (or is NULL). */

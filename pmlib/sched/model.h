@@ -76,7 +76,7 @@ static inline double pm__model_chunk_ns(const pm__task_t *t, int stub)
     const struct pm__sched_state *st = t->sched;
     if (st != NULL && st->cpu_only && st->one_device && st->model_least > 0)
         return st->model_least;
-    return pm__model_ns(t->cbs.model, stub) * (double)t->grain;
+    return pm__model_ns(t->cbs->model, stub) * (double)t->grain;
 }
 /* Bytes per subtask moved to and from it (0 when unknown). */
 void pm__model_bytes(const pm__model_t *m, int stub, double *in, double *out);

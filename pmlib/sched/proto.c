@@ -31,7 +31,7 @@ static void send_task(const pm__task_t *t, int h)
 {
     pm__wbuf_t b = {0};
     pm__wbuf_u64(&b, t->seq);
-    pm__wbuf_str(&b, t->cbs.name);
+    pm__wbuf_str(&b, t->cbs->name);
     pm__wbuf_u64(&b, t->desc.subtasks);
     pm__wbuf_u64(&b, t->grain);
     pm__wbuf_i32(&b, t->desc.nmem);

@@ -42,8 +42,8 @@ static double copy_back_ns(const pm__task_t *t, int nstubs, bool in_place)
     for (int s = 0; s < nstubs; s++) {
         if (pm__rt.stubs[s].ops->kind != PM_DEVICE_GPU || !pm__task_runnable_on(t, &pm__rt.stubs[s]))
             continue;
-        double ns = pm__model_ns(t->cbs.model, s), in, out;
-        pm__model_bytes(t->cbs.model, s, &in, &out);
+        double ns = pm__model_ns(t->cbs->model, s), in, out;
+        pm__model_bytes(t->cbs->model, s, &in, &out);
         if (ns > 0 && out > 0 && ns * out / (in + out) > worst)
             worst = ns * out / (in + out);
     }
@@ -136,10 +136,10 @@ static bool pays(const pm__task_t *t, int nstubs, int stub, uint64_t left,
      * the system took away for a while makes one chunk slow, and the stub
      * that left the rest to an equal one not yet running (not woken, or
      * not scheduled on a busy machine) held the task for milliseconds. */
-    const pm__model_dev_t *dev = pm__model_dev_of(t->cbs.model, stub);
+    const pm__model_dev_t *dev = pm__model_dev_of(t->cbs->model, stub);
     double rate = 0; /* chunks per ns of the stubs clearly faster than this one */
     for (int s = 0; s < nstubs; s++) {
-        if (one_chunk && s != stub && pm__model_dev_of(t->cbs.model, s) == dev)
+        if (one_chunk && s != stub && pm__model_dev_of(t->cbs->model, s) == dev)
             continue;
         double ns = s == stub ? 0 : pm__model_chunk_ns(t, s);
         if (ns > 0 && on_cpu(s))
@@ -168,9 +168,9 @@ static bool pays(const pm__task_t *t, int nstubs, int stub, uint64_t left,
 /* Whether no stub before `s` is of the same device (model entry). */
 static bool first_of_device(const pm__task_t *t, const double *w, int s)
 {
-    const pm__model_dev_t *d = pm__model_dev_of(t->cbs.model, s);
+    const pm__model_dev_t *d = pm__model_dev_of(t->cbs->model, s);
     for (int i = 0; i < s; i++)
-        if (w[i] > 0 && pm__model_dev_of(t->cbs.model, i) == d)
+        if (w[i] > 0 && pm__model_dev_of(t->cbs->model, i) == d)
             return false;
     return true;
 }
@@ -195,26 +195,26 @@ static int plan(pm__task_t *t, int nstubs, double *w, bool in_place)
     bool gpu_known = false, other_unknown = false;
     for (int s = 0; s < nstubs; s++)
         if (w[s] > 0 && !on_cpu(s)) {
-            bool known = pm__model_ns(t->cbs.model, s) > 0;
+            bool known = pm__model_ns(t->cbs->model, s) > 0;
             gpu_known |= known;
             other_unknown |= !known;
         }
     for (int s = 0; gpu_known && !other_unknown && s < nstubs; s++)
-        if (w[s] > 0 && on_cpu(s) && pm__model_ns(t->cbs.model, s) <= 0)
+        if (w[s] > 0 && on_cpu(s) && pm__model_ns(t->cbs->model, s) <= 0)
             w[s] = 0;
     const pm__model_dev_t *one = NULL; /* the device, while all are alike */
     bool alike = true;
     for (int s = 0; s < nstubs && alike; s++) {
         if (w[s] <= 0)
             continue;
-        const pm__model_dev_t *d = pm__model_dev_of(t->cbs.model, s);
+        const pm__model_dev_t *d = pm__model_dev_of(t->cbs->model, s);
         alike = one == NULL || d == one;
         one = d;
     }
     if (alike || n == 0)
         return -1; /* stubs of one device: equal shares */
     for (int s = 0; s < nstubs; s++)
-        if (w[s] > 0 && pm__model_ns(t->cbs.model, s) <= 0)
+        if (w[s] > 0 && pm__model_ns(t->cbs->model, s) <= 0)
             return -1; /* keep equal shares: today's measurements decide */
     int probe = -1;
     const double back = copy_back_ns(t, nstubs, in_place);
@@ -229,12 +229,12 @@ static int plan(pm__task_t *t, int nstubs, double *w, bool in_place)
         bool held = !pays(t, nstubs, s, n, NULL, back, &over);
         if (first_of_device(t, w, s)) {
             if (!held)
-                pm__model_paid(t->cbs.model, s);
-            else if (pm__model_held_back(t->cbs.model, s) && probe < 0 && over < PM__PROBE_WITHIN)
+                pm__model_paid(t->cbs->model, s);
+            else if (pm__model_held_back(t->cbs->model, s) && probe < 0 && over < PM__PROBE_WITHIN)
                 probe = s;
         }
         if (!held)
-            speed[s] = 1.0 / (pm__model_ns(t->cbs.model, s) + (on_cpu(s) ? back : 0) / (double)t->grain);
+            speed[s] = 1.0 / (pm__model_ns(t->cbs->model, s) + (on_cpu(s) ? back : 0) / (double)t->grain);
     }
     /* Never none: some stub must hold the chunks (the fastest never
      * declines, but the weights are rounded doubles). */
@@ -269,19 +269,19 @@ static void model_view(const pm__task_t *t, int nstubs, bool *cpu_only, bool *on
          * the stub that takes it reads the model if it needs to, not the
          * submitting thread (16 cores: 5% of its time per empty task). */
         if (t->nchunks > 1)
-            *least = pm__model_cpu_ns(t->cbs.model) * (double)t->grain;
+            *least = pm__model_cpu_ns(t->cbs->model) * (double)t->grain;
         return;
     }
     for (int s = 0; s < nstubs; s++) {
         if (!pm__task_runnable_on(t, &pm__rt.stubs[s]))
             continue;
         *cpu_only &= on_cpu(s);
-        const pm__model_dev_t *d = pm__model_dev_of(t->cbs.model, s);
+        const pm__model_dev_t *d = pm__model_dev_of(t->cbs->model, s);
         if (d == last && devices > 0)
             continue;
         devices++;
         last = d;
-        double ns = pm__model_ns(t->cbs.model, s) * (double)t->grain;
+        double ns = pm__model_ns(t->cbs->model, s) * (double)t->grain;
         if (ns > 0 && (*least == 0 || ns < *least))
             *least = ns;
     }

@@ -35,8 +35,12 @@ static inline pm__task_t *ts_task(uint64_t nchunks, pm_sched_t sched, struct pm_
     t->desc.subtasks = nchunks;
     t->desc.devices = PM_DEVICE_ANY;
     t->desc.sched = sched;
-    t->cbs.cb.cpu = ts_noop;
-    t->cbs.model = model;
+    pm__callbacks_t *set = calloc(1, sizeof *set);
+    ck_assert_ptr_nonnull(set);
+    set->cb.cpu = ts_noop;
+    set->model = model;
+    set->set = set;
+    t->cbs = set;
     t->counts = calloc((size_t)nstubs, sizeof *t->counts); /* gen 0, the task's: all in use */
     t->runnable = calloc((size_t)nstubs, 1);
     /* Room for every memory a test may give the task (none known: NULL). */
@@ -68,6 +72,7 @@ static inline void ts_free(pm__task_t *t)
     free(t->runnable);
     free(t->desc.mem);
     free(t->mems);
+    free((void *)t->cbs);
     free(t);
 }
 

@@ -450,7 +450,8 @@ END_TEST
 START_TEST(learn_cost_of_moving)
 {
     pm__hosts_overhead_init(2); /* bandwidth unmeasured: PM__HOST_BW_GUESS */
-    pm__task_t t = {.xfer_in = 4e6, .xfer_out = 4e6};
+    static const pm__callbacks_t set = {.name_hash = 0};
+    pm__task_t t = {.xfer_in = 4e6, .xfer_out = 4e6, .cbs = &set};
     double rate = 100; /* 10 ms a chunk; its 8 MB take 8 ms on the wire */
     ck_assert(fabs(pm__hosts_cost(&t, 1, true, &rate) - 8e-3) < 1e-12);
     ck_assert(fabs(rate - 100) < 1e-9);
@@ -480,7 +481,8 @@ START_TEST(learn_cost_of_moving)
     ck_assert(fabs(pm__hosts_moving(1, 1e6) - (1e-3 + 1.25e-3 / 4)) < 1e-12);
     /* The first task of another callback set there (mirrors of its own
      * ranges, its plans) is no sample either; its next one is. */
-    pm__task_t other = {.xfer_in = 4e6, .xfer_out = 4e6, .cbs = {.name_hash = 7}};
+    static const pm__callbacks_t other_set = {.name_hash = 7};
+    pm__task_t other = {.xfer_in = 4e6, .xfer_out = 4e6, .cbs = &other_set};
     pm__hosts_note_finish(&other, 1, 10, 4, 0.01, false);
     ck_assert(fabs(pm__hosts_moving(1, 1e6) - (1e-3 + 1.25e-3 / 4)) < 1e-12);
     pm__hosts_note_finish(&other, 1, 0.088, 4, 0.01, false);
