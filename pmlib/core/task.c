@@ -333,9 +333,10 @@ static size_t round64(size_t n)
 }
 
 /* A task, its readers, its stubs' counters and its policy's state are one
- * block: one allocation per task, and nothing else to free. The head (the
- * task, its memories and a byte per stub) is zeroed for every task; the
- * per-stub lines after it are not (pm__counts_own, pm__ranges_init): with
+ * block: one allocation per task, and nothing else to free. Of the head
+ * (the task, its memories and a byte per stub) only what block_get says
+ * is zeroed for every task; the per-stub lines after it are not
+ * (pm__counts_own, pm__ranges_init): with
  * 16 stubs they are two thirds of a 3.4 KB block, and with many tasks in
  * flight a reused block is out of every cache, so each line written at
  * submit was a miss (on 16 cores, zeroing the block was half of submit). */
