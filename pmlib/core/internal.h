@@ -356,6 +356,7 @@ typedef struct pm__task {
     /* several hosts: what a stub reads at each chunk (zero on one host) */
     bool remote;             /* run here on behalf of host 0 */
     bool home_dir;           /* host 0: a memory's ranges were held by other hosts as it started (see lazy_mask) */
+    /* Output placed by pm_redistribute (core/redistribute.c), any host. */
     pm__lock_t redist_lock;
     struct pm__piece *pieces; /* redistributed output, unsorted */
     atomic_uint_fast64_t piece_seq;
