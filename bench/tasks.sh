@@ -8,8 +8,10 @@
 # with the program thread's CPU time per submit) and, when the Debian package
 # starpu-examples is installed, StarPU's tasks_overhead (also -b 1),
 # async_tasks_overhead and sync_tasks_overhead with the same task counts
-# (STARPU_EXAMPLES names another folder holding those programs).
-# Prints one table: microseconds per task and StarPU / pmlib.
+# (STARPU_EXAMPLES names another folder holding those programs, and
+# STARPU_LIBS a folder of the libraries they need, for a machine where
+# StarPU is not installed). Prints one table: microseconds per task and
+# StarPU / pmlib.
 set -u
 n=100000
 runs=3
@@ -17,7 +19,7 @@ while [ $# -gt 0 ]; do
     case $1 in
     -n) n=$2; shift 2 ;;
     --runs) runs=$2; shift 2 ;;
-    -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "tasks.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
     esac
 done
@@ -42,6 +44,7 @@ sp() { # example args... -> "Per task" us, best of $runs
     local best= v
     for _ in $(seq "$runs"); do
         v=$(env -u STARPU_BENCH_DIR STARPU_SILENT=1 STARPU_NCPU=${PMLIB_NCPU:-$(nproc)} \
+            ${STARPU_LIBS:+LD_LIBRARY_PATH=$STARPU_LIBS} \
             "$starpu_dir/$1" "${@:2}" 2>&1 | awk '/^Per task:/ {print $3; exit}')
         [ -n "$v" ] || continue
         if [ -z "$best" ] || awk -v a="$v" -v b="$best" 'BEGIN { exit !(a < b) }'; then best=$v; fi
