@@ -332,6 +332,14 @@ static size_t round64(size_t n)
     return (n + 63) & ~(size_t)63;
 }
 
+/* Where the task's per-memory arrays end: its readers, its memories as
+ * given, their objects (pm__task_create); a byte per stub follows. */
+static size_t memories_end(int nmem)
+{
+    return sizeof(pm__task_t) +
+           (size_t)nmem * (sizeof(pm__reader_t) + sizeof(pm_task_memory_t) + sizeof(pm__memory_t *));
+}
+
 /* A task, its readers, its stubs' counters and its policy's state are one
  * block: one allocation per task, and nothing else to free. Of the head
  * (the task, its memories and a byte per stub) only what block_get says
@@ -342,9 +350,7 @@ static size_t round64(size_t n)
  * submit was a miss (on 16 cores, zeroing the block was half of submit). */
 static size_t head_bytes(int nmem)
 {
-    return round64(sizeof(pm__task_t) +
-                   (size_t)nmem * (sizeof(pm__reader_t) + sizeof(pm_task_memory_t) + sizeof(pm__memory_t *)) +
-                   (size_t)pm__rt.nstubs);
+    return round64(memories_end(nmem) + (size_t)pm__rt.nstubs);
 }
 
 static size_t counts_bytes(void)
@@ -478,14 +484,12 @@ static pm__task_t *block_get(int nmem, bool lean)
          * on 31 stubs the slots were 31 of the 36 lines asked for). */
         const size_t from = pm__rt.nhosts > 1 ? PM__TASK_HOSTS : sizeof(pm__task_t);
         const size_t readers = sizeof(pm__task_t) + (size_t)nmem * sizeof(pm__reader_t);
-        const size_t filled = sizeof(pm__task_t) +
-                              (size_t)nmem * (sizeof(pm__reader_t) + sizeof(pm_task_memory_t) + sizeof(pm__memory_t *));
         memset(b, 0, PM__TASK_ZEROED);
         memset((char *)b + from, 0, readers - from);
         if (next != NULL) {
             const size_t plan = head + counts_bytes() + pm__rt.ranges_slots;
             pm__prefetch_lines(next, PM__TASK_ZEROED);
-            pm__prefetch_lines((char *)next + from, filled - from);
+            pm__prefetch_lines((char *)next + from, memories_end(nmem) - from);
             if (!lean)
                 pm__prefetch_lines((char *)next + plan, round64(pm__rt.ranges_bytes - pm__rt.ranges_slots));
         }
@@ -609,7 +613,6 @@ int pm__task_create(const pm_task_desc_t *d, const pm__callbacks_t *cbs, pm__tas
         .grain = d->grain, .devices = d->devices, .min_cc = d->min_cc};
     memcpy(t->desc.mem, d->mem, (size_t)nmem * sizeof *d->mem);
     t->mems = (pm__memory_t **)(t->desc.mem + nmem);
-    t->runnable = (unsigned char *)(t->mems + nmem);
     t->dependents = t->dep_room; /* most tasks have one or two */
     t->cap_dependents = 2;
     t->counts = (pm__stub_counts_t *)((char *)t + head);
@@ -657,6 +660,7 @@ int pm__task_create(const pm_task_desc_t *d, const pm__callbacks_t *cbs, pm__tas
         t->run_kinds = (unsigned char)(t->all_kinds & ok);
         t->every_kind &= (unsigned char)~(t->all_kinds & ~ok);
     } else {
+        t->runnable = (unsigned char *)(t->mems + nmem);
         for (int i = 0; i < pm__rt.nstubs; i++) { /* every stub will look at the task */
             const pm__stub_t *s = &pm__rt.stubs[i];
             unsigned kind = s->ops->kind == PM_DEVICE_GPU ? 2u : 1u;
