@@ -499,6 +499,9 @@ void pm__task_ready_locked(pm__task_t *t);
  * ones (ready lists engage fewer stubs for tasks the model deems short).
  * chunk_ns is one chunk's time, not a batch's. */
 void pm__task_wake_more(pm__task_t *t, pm_device_kind_t kind, uint64_t chunk_ns);
+/* Whether n chunks of chunk_ns each are worth engaging a CPU stub besides
+ * the caller (by pm__task_wake_more's measure). */
+bool pm__task_worth_more(uint64_t n, uint64_t chunk_ns);
 /* Every stub of kind k (0 CPU, 1 GPU) was just woken: they are on their
  * way, so a stub that declines a chunk for them (the decliner's rule,
  * sched/pull.c) must not take them for absent in the moment before they
@@ -560,6 +563,9 @@ typedef struct pm__device_ops {
     void (*ready)(pm__stub_t *s);
     /* Runs the subtasks of one chunk of a task. */
     void (*run_chunk)(pm__stub_t *s, pm__task_t *t, uint64_t chunk);
+    /* Runs the n chunks from `chunk` (a stub's batch, on one host), as
+     * run_chunk would each. NULL: run_chunk for each. */
+    void (*run_chunks)(pm__stub_t *s, pm__task_t *t, uint64_t chunk, uint64_t n);
     /* Whether the device still runs subtasks (false once it broke). NULL:
      * always. */
     bool (*usable)(const pm__stub_t *s);

@@ -949,6 +949,11 @@ static uint64_t more_stubs(uint64_t left, uint64_t chunk_ns, double worth_ns)
     return n >= 2 ? (uint64_t)n - 1 : 0;
 }
 
+bool pm__task_worth_more(uint64_t n, uint64_t chunk_ns)
+{
+    return more_stubs(n, chunk_ns, pm__poke_worth_ns()) > 0 || more_stubs(n, chunk_ns, PM__WAKE_WORTH_NS) > 0;
+}
+
 void pm__task_wake_more(pm__task_t *t, pm_device_kind_t kind, uint64_t chunk_ns)
 {
     const int k = kind == PM_DEVICE_GPU;

@@ -189,12 +189,23 @@ static uint64_t run_batch(pm__stub_t *s, pm__task_t *t, uint64_t k, uint64_t nk,
     if (nk == 1)
         return 1;
     uint64_t took = (uint64_t)((pm__now() - t0) * 1e9);
-    if (took > PM__BATCH_LONG * guess_ns && pm__stub_give_back(t, s->index, k + 1, k + nk)) {
+    /* Given back only when the rest would engage another stub at the
+     * first chunk's time: else it only costs the ready lock twice and
+     * lays the chunks open to stubs that happen by (16 cores, a chain of
+     * tasks of 16 one-subtask chunks: about one task in 15 gave its batch
+     * back after a slow first chunk, and the chain then spread over
+     * stubs). */
+    if (took > PM__BATCH_LONG * guess_ns && pm__task_worth_more(nk - 1, took) &&
+        pm__stub_give_back(t, s->index, k + 1, k + nk)) {
         pm__task_wake_more(t, s->ops->kind, took);
         return 1;
     }
-    for (uint64_t i = 1; i < nk; i++)
-        s->ops->run_chunk(s, t, k + i);
+    if (s->ops->run_chunks != NULL) {
+        s->ops->run_chunks(s, t, k + 1, nk - 1);
+    } else {
+        for (uint64_t i = 1; i < nk; i++)
+            s->ops->run_chunk(s, t, k + i);
+    }
     return nk;
 }
 

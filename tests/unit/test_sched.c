@@ -4,7 +4,8 @@
  * the weights; idle stubs steal under pull and never under static; the
  * one chunk of a task on one host goes to one stub, with no state; a task
  * seen drained stays on the ready lists while chunks were given back, and
- * one that left them goes back on when a batch is given back. Between
+ * one that left them goes back on when a batch is given back, which
+ * happens only when the rest is worth another stub. Between
  * hosts, shares and grants follow speed and the cost of moving data, the
  * learned overhead of involving a host resists spikes, and a task's bytes
  * per chunk come from its subscriptions.
@@ -289,6 +290,28 @@ START_TEST(batch_given_back_relists_task)
     pm__task_unready_drained(t);
     ck_assert_ptr_null(pm__rt.ready[0].head);
     ts_free(t);
+}
+END_TEST
+
+/* A batch whose first chunk ran long gives the rest back only when the
+ * rest, at that chunk's time, is worth engaging another stub: a batch of
+ * one-subtask chunks slowed by its cold first chunk stays with its stub
+ * (on 16 cores, one task in 15 of a chain of 16-chunk tasks gave back and
+ * drew other stubs in); 16 chunks of 10 ms do go back. Poking is worth
+ * 2 us of work a stub on 2 cores, 2 x sqrt(8) = 5.66 us on 16. */
+START_TEST(short_rest_of_batch_stays)
+{
+    const int ncpu = pm__rt.ncpu;
+    pm__rt.ncpu = 16;
+    ck_assert(!pm__task_worth_more(15, 300));     /* 4.5 us of work left */
+    ck_assert(!pm__task_worth_more(2, 4000));     /* 8 us: one poke's worth, the caller's */
+    ck_assert(pm__task_worth_more(3, 4000));      /* 12 us: a second stub */
+    ck_assert(pm__task_worth_more(15, 10000000)); /* 10 ms chunks */
+    ck_assert(pm__task_worth_more(1, 6000));      /* a chunk alone is worth a stub */
+    pm__rt.ncpu = 2;
+    ck_assert(!pm__task_worth_more(15, 200)); /* 3 us */
+    ck_assert(pm__task_worth_more(15, 300));  /* 4.5 us */
+    pm__rt.ncpu = ncpu;
 }
 END_TEST
 
@@ -602,6 +625,7 @@ int main(void)
     tcase_add_test(tc, pooled_share_goes_whole_to_first_stub);
     tcase_add_test(tc, drained_task_stays_listed_with_chunks_given_back);
     tcase_add_test(tc, batch_given_back_relists_task);
+    tcase_add_test(tc, short_rest_of_batch_stays);
     suite_add_tcase(s, tc);
     TCase *th = tcase_create("hosts");
     tcase_add_test(th, split_equal_hosts_free_data);
