@@ -136,7 +136,8 @@ static void note_time(const pm__stub_t *s, pm__task_t *t, uint64_t n, uint64_t n
  * time per chunk in this task, else by the model's for its device. The
  * other stubs may steal what is not taken. Should the first chunk of a
  * batch run longer than PM__BATCH_LONG times the guess (the model did not
- * know the task), the rest of the batch goes back to the stub's range. */
+ * know the task), the rest of the batch goes back to the stub's range if
+ * it is worth another stub at that chunk's time. */
 #define PM__BATCH_NS 1000
 #define PM__BATCH_MAX 4096
 #define PM__BATCH_LONG 4

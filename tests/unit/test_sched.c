@@ -295,16 +295,17 @@ END_TEST
 
 /* A batch whose first chunk ran long gives the rest back only when the
  * rest, at that chunk's time, is worth engaging another stub: a batch of
- * one-subtask chunks slowed by its cold first chunk stays with its stub
- * (on 16 cores, one task in 15 of a chain of 16-chunk tasks gave back and
- * drew other stubs in); 16 chunks of 10 ms do go back. Poking is worth
- * 2 us of work a stub on 2 cores, 2 x sqrt(8) = 5.66 us on 16. */
+ * one-subtask chunks after a slow first chunk stays with its stub (on 16
+ * cores, one task in 15 of a chain of 16-chunk tasks gave back and drew
+ * other stubs in); 16 chunks of 10 ms do go back. A stub is engaged for
+ * 2 us of work on 2 cores, 2 x sqrt(8) = 5.66 us on 16, and the caller
+ * counts as the first. */
 START_TEST(short_rest_of_batch_stays)
 {
     const int ncpu = pm__rt.ncpu;
     pm__rt.ncpu = 16;
     ck_assert(!pm__task_worth_more(15, 300));     /* 4.5 us of work left */
-    ck_assert(!pm__task_worth_more(2, 4000));     /* 8 us: one poke's worth, the caller's */
+    ck_assert(!pm__task_worth_more(2, 4000));     /* 8 us: under two stubs' worth */
     ck_assert(pm__task_worth_more(3, 4000));      /* 12 us: a second stub */
     ck_assert(pm__task_worth_more(15, 10000000)); /* 10 ms chunks */
     ck_assert(pm__task_worth_more(1, 6000));      /* a chunk alone is worth a stub */
