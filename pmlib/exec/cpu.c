@@ -147,8 +147,9 @@ static int run_checked(pm__host_run_t *p, pm__stub_t *s, pm__task_t *t, pm__subs
     return rc != 0 ? rc : crc != 0 ? PM__CALL_FAILED : 0;
 }
 
-/* The subtasks' view of task t on stub s; only the id changes from one
- * subtask to the next. */
+/* The subtasks' view of task t on stub s. From one subtask to the next
+ * only the id changes, and the memories that a private reduce output or
+ * the checking mode set again before each subtask. */
 static void view_init(pm_subtask_info_t *info, const pm__host_run_t *p, const pm__stub_t *s,
                       pm__task_t *t)
 {
