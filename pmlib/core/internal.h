@@ -778,6 +778,10 @@ typedef struct pm__runtime {
                                   is the stubs' meanwhile (one counts) */
     _Alignas(64) atomic_uint_fast64_t woken; /* stubs woken for work so far (at most) */
     atomic_uint_fast64_t work_gen; /* moves whenever work is added */
+    /* Whether ready[k] holds a task (written under the ready lock when
+     * that changes): on one host a stub that finds it false polls without
+     * taking the ready lock (exec/stubs.c, idle_unlocked). */
+    atomic_bool ready_any[2];
 
     /* Host 0: tasks submitted and finished, the unfinished ones being the
      * difference (pm__tasks_unfinished), and the threads in

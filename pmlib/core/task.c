@@ -982,8 +982,8 @@ void pm__task_wake_more(pm__task_t *t, pm_device_kind_t kind, uint64_t chunk_ns)
  * lock to take it off, and the task's list links two more shared lines.
  * Not when a stub made it ready: that stub looks for work next and takes
  * it itself. False when no CPU stub polls: then the task is listed, and
- * a stub that starts polling meanwhile is poked there (it adds itself to
- * the pollers under the ready lock, which listing holds).
+ * a stub that starts polling meanwhile either finds it listed or is
+ * poked there (pm__task_ready_locked reads the pollers after listing).
  */
 static bool hand_whole(pm__task_t *t)
 {
@@ -996,6 +996,18 @@ static bool hand_whole(pm__task_t *t)
     return poke_pollers(0, 1, t) == 1;
 }
 
+/* Keeps ready_any[k] true while ready[k] holds a task (ready lock
+ * held); true when it went from false to true. Written only when it
+ * changes: stubs read it as they go idle. */
+static bool ready_note(int k)
+{
+    bool any = pm__rt.ready[k].head != NULL;
+    if (atomic_load_explicit(&pm__rt.ready_any[k], memory_order_relaxed) == any)
+        return false;
+    atomic_store(&pm__rt.ready_any[k], any);
+    return any;
+}
+
 void pm__task_ready_locked(pm__task_t *t)
 {
     bool prepare = t->state == PM__TASK_PREPARE;
@@ -1004,11 +1016,19 @@ void pm__task_ready_locked(pm__task_t *t)
         return;
     wake_t w = {0};
     pthread_mutex_lock(&pm__rt.ready_lock);
+    bool noted = false;
     for (int k = 0; k < 2; k++)
-        if (kinds & (1u << k))
+        if (kinds & (1u << k)) {
             tlist_append(&pm__rt.ready[k], t, READY_LINK(k));
+            noted |= ready_note(k);
+        }
     __atomic_store_n(&t->listed, t->rlink[0].on || t->rlink[1].on, __ATOMIC_RELAXED);
     atomic_fetch_add_explicit(&pm__rt.work_gen, 1, memory_order_release);
+    /* A stub that joins the pollers without the ready lock reads
+     * ready_any after it joined; the pollers are read below after
+     * ready_any was written: one of the two sees the other. */
+    if (noted)
+        atomic_thread_fence(memory_order_seq_cst);
     /* Only stubs of the kinds that may take part are woken (a CPU task on a
      * GPU host leaves the GPU stub asleep), one per chunk when any of them
      * may take any chunk; a static share belongs to one stub and some
@@ -1041,19 +1061,26 @@ void pm__task_ready_locked(pm__task_t *t)
 
 void pm__task_unready_locked(pm__task_t *t)
 {
-    for (int k = 0; k < 2; k++)
+    for (int k = 0; k < 2; k++) {
         tlist_remove(&pm__rt.ready[k], t, READY_LINK(k));
+        ready_note(k);
+    }
     /* The last touch: once another thread sees 0, this one is done with t. */
     __atomic_store_n(&t->listed, 0, __ATOMIC_RELEASE);
 }
 
 void pm__task_relist_locked(pm__task_t *t)
 {
+    bool noted = false;
     for (int k = 0; k < 2; k++)
-        if (t->run_kinds & (1u << k))
+        if (t->run_kinds & (1u << k)) {
             tlist_prepend(&pm__rt.ready[k], t, READY_LINK(k));
+            noted |= ready_note(k);
+        }
     __atomic_store_n(&t->listed, t->rlink[0].on || t->rlink[1].on, __ATOMIC_RELAXED);
     atomic_fetch_add_explicit(&pm__rt.work_gen, 1, memory_order_release);
+    if (noted) /* as in pm__task_ready_locked */
+        atomic_thread_fence(memory_order_seq_cst);
 }
 
 /* Takes t off the ready lists: by a caller holding the runtime lock, by

@@ -439,7 +439,8 @@ static void unlock_work(void)
         pthread_mutex_unlock(&pm__rt.lock);
 }
 
-/* Whether an idle stub may poll (ready lock): the first one always; more
+/* Whether an idle stub may poll (read under the ready lock, or as a hint
+ * without it, idle_unlocked): the first one always; more
  * while the stubs not asleep, this one included, fit in the cores left
  * beside the program's thread, so that a poller never takes a core from a
  * thread with work. */
@@ -472,6 +473,70 @@ static bool poked_or_news(const void *arg)
     return pm__comm_poll() > 0 && atomic_load_explicit(&pm__rt.work_gen, memory_order_acquire) != w->gen;
 }
 
+/* A sleep until work is added (ready lock held; returns with no lock
+ * held), or until a straggler's copy is due (wait_ns, exec/guard.c).
+ * Work is added under the ready lock, which the wait releases; gen is the
+ * work generation the caller last looked at. */
+static void park(pm__stub_t *s, uint64_t wait_ns, uint64_t gen)
+{
+    const int kind = s->ops->kind == PM_DEVICE_GPU;
+    if (!atomic_load(&pm__rt.shutdown) && atomic_load(&pm__rt.work_gen) == gen) {
+        pm__rt.parked[kind]++;
+        atomic_store(&s->parked, true);
+        if (wait_ns == 0 && kind == 0 && pm__guard_any())
+            wait_ns = 1000000; /* a chunk may straggle: look again in 1 ms */
+        if (wait_ns > 0) {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            uint64_t ns = (uint64_t)ts.tv_nsec + wait_ns;
+            ts.tv_sec += (time_t)(ns / 1000000000u);
+            ts.tv_nsec = (long)(ns % 1000000000u);
+            pthread_cond_timedwait(&pm__rt.work_cv[kind], &pm__rt.ready_lock, &ts);
+        } else {
+            pthread_cond_wait(&pm__rt.work_cv[kind], &pm__rt.ready_lock);
+        }
+        atomic_store(&s->parked, false);
+        pm__rt.parked[kind]--;
+    }
+    pthread_mutex_unlock(&pm__rt.ready_lock);
+}
+
+/* A stub on the pollers, no lock held, polls for `spell` ns: returns the
+ * task a poke handed it (or NULL, a poke without one), else NULL once it
+ * left the pollers and, its spell over, slept (park). */
+static pm__task_t *poll_spell(pm__stub_t *s, uint64_t wait_ns, uint64_t spell, uint64_t gen)
+{
+    const int kind = s->ops->kind == PM_DEVICE_GPU;
+    /* Poked: the poker took it off the pollers, so no lock is needed
+     * (many stubs poked at once would queue for it). */
+    poll_wait_t w = {s, gen};
+    bool done = pm__rt.nhosts > 1 ? pm__comm_spin(poked_or_news, &w, spell) : pm__spin_for(poked, s, spell);
+    if (done && atomic_load_explicit(&s->poke, memory_order_acquire))
+        return s->handed;
+    pthread_mutex_lock(&pm__rt.ready_lock);
+    if (!pm__pollers_remove(s, kind)) { /* taken off by a poker: its poke is coming */
+        pthread_mutex_unlock(&pm__rt.ready_lock);
+        while (!atomic_load_explicit(&s->poke, memory_order_acquire))
+            pm__cpu_relax();
+        return s->handed;
+    }
+    atomic_store(&s->parked, false);
+    if (wait_ns > 0 && wait_ns <= spell) { /* the copy is due: look now */
+        pthread_mutex_unlock(&pm__rt.ready_lock);
+        return NULL;
+    }
+    park(s, wait_ns > 0 ? wait_ns - spell : 0, gen);
+    return NULL;
+}
+
+/* Onto the pollers: from now on a thread that adds work may poke it. */
+static void join_pollers(pm__stub_t *s, int kind)
+{
+    atomic_store_explicit(&s->poke, 0, memory_order_relaxed);
+    atomic_store(&s->parked, true); /* comes only when poked */
+    pm__pollers_add(s, kind);
+}
+
 /*
  * No work found (work lock held): poll a short spell (PMLIB_SPIN_US) so new
  * work starts within microseconds, then sleep until work is added. Returns
@@ -491,57 +556,54 @@ static pm__task_t *idle(pm__stub_t *s, uint64_t wait_ns)
      * us: every timestep 28 us longer). */
     const uint64_t spell = wait_ns > 0 && wait_ns < pm__rt.spin_ns ? wait_ns : pm__rt.spin_ns;
     bool poll = spell > 0 && may_poll_locked();
-    if (poll) {
-        atomic_store_explicit(&s->poke, 0, memory_order_relaxed);
-        atomic_store(&s->parked, true); /* comes only when poked */
-        pm__pollers_add(s, kind);
-    }
+    if (poll)
+        join_pollers(s, kind);
     if (pm__rt.nhosts > 1)
         pthread_mutex_unlock(&pm__rt.lock);
     if (poll) {
         pthread_mutex_unlock(&pm__rt.ready_lock);
-        /* Poked: the poker took it off the pollers, so no lock is needed
-         * (many stubs poked at once would queue for it). */
-        poll_wait_t w = {s, gen};
-        bool done = pm__rt.nhosts > 1 ? pm__comm_spin(poked_or_news, &w, spell) : pm__spin_for(poked, s, spell);
-        if (done && atomic_load_explicit(&s->poke, memory_order_acquire))
-            return s->handed;
-        pthread_mutex_lock(&pm__rt.ready_lock);
-        if (!pm__pollers_remove(s, kind)) { /* taken off by a poker: its poke is coming */
-            pthread_mutex_unlock(&pm__rt.ready_lock);
-            while (!atomic_load_explicit(&s->poke, memory_order_acquire))
-                pm__cpu_relax();
-            return s->handed;
-        }
-        atomic_store(&s->parked, false);
-        if (wait_ns > 0 && wait_ns <= spell) { /* the copy is due: look now */
-            pthread_mutex_unlock(&pm__rt.ready_lock);
-            return NULL;
-        }
-        if (wait_ns > 0)
-            wait_ns -= spell;
+        return poll_spell(s, wait_ns, spell, gen);
     }
-    /* Work is added under the ready lock, which the wait releases. */
-    if (!atomic_load(&pm__rt.shutdown) && atomic_load(&pm__rt.work_gen) == gen) {
-        pm__rt.parked[kind]++;
-        atomic_store(&s->parked, true);
-        if (wait_ns == 0 && kind == 0 && pm__guard_any())
-            wait_ns = 1000000; /* a chunk may straggle: look again in 1 ms */
-        if (wait_ns > 0) { /* until a straggler's copy is due (exec/guard.c) */
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            uint64_t ns = (uint64_t)ts.tv_nsec + wait_ns;
-            ts.tv_sec += (time_t)(ns / 1000000000u);
-            ts.tv_nsec = (long)(ns % 1000000000u);
-            pthread_cond_timedwait(&pm__rt.work_cv[kind], &pm__rt.ready_lock, &ts);
-        } else {
-            pthread_cond_wait(&pm__rt.work_cv[kind], &pm__rt.ready_lock);
-        }
-        atomic_store(&s->parked, false);
-        pm__rt.parked[kind]--;
-    }
-    pthread_mutex_unlock(&pm__rt.ready_lock);
+    park(s, wait_ns, gen);
     return NULL;
+}
+
+/*
+ * The way to idle without the ready lock (one host): a stub that finds no
+ * task listed for its kind joins the pollers, then looks again; a thread
+ * that lists a task reads the pollers after it set ready_any (both sides
+ * fenced, core/task.c), so either the stub sees the task and goes the
+ * locked way, or the lister sees the stub and may poke it. True when it
+ * idled (*t: a task handed with a poke, or NULL); false: take the ready
+ * lock and look (something is listed, a chunk may straggle, or polling is
+ * off). The ready lock was the one line every stub took as it went idle
+ * (16 cores, 100,000 empty tasks: a tenth of every stub's samples in the
+ * kernel, after that lock's futex).
+ */
+static bool idle_unlocked(pm__stub_t *s, pm__task_t **t)
+{
+    const int kind = s->ops->kind == PM_DEVICE_GPU;
+    if (pm__rt.nhosts > 1 || pm__rt.spin_ns == 0 || atomic_load(&pm__rt.shutdown) ||
+        atomic_load_explicit(&pm__rt.ready_any[kind], memory_order_relaxed) ||
+        (kind == 0 && pm__guard_any()))
+        return false;
+    uint64_t gen = atomic_load_explicit(&pm__rt.work_gen, memory_order_acquire);
+    if (!may_poll_locked()) /* read without the lock: a hint as under it */
+        return false;
+    join_pollers(s, kind);
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load(&pm__rt.ready_any[kind])) {
+        if (pm__pollers_remove(s, kind)) {
+            atomic_store(&s->parked, false);
+            return false;
+        }
+        while (!atomic_load_explicit(&s->poke, memory_order_acquire)) /* a poke is coming */
+            pm__cpu_relax();
+        *t = s->handed;
+        return true;
+    }
+    *t = poll_spell(s, 0, pm__rt.spin_ns, gen);
+    return true;
 }
 
 /* A task handed with a poke (one host): a chunk of it if one is left for
@@ -566,13 +628,18 @@ static void *stub_main(void *arg)
         pm__own_core = atomic_load_explicit(&s->in_share, memory_order_relaxed); /* bound after it started */
         if (atomic_load_explicit(&s->warm, memory_order_relaxed) && atomic_exchange(&s->warm, false))
             s->ops->ready(s);
+        pm__task_t *t;
+        uint64_t k;
+        if (idle_unlocked(s, &t)) {
+            if (t != NULL && take_handed(s, t, &k))
+                run_loop(s, t, k);
+            continue;
+        }
         lock_work();
         if (atomic_load(&pm__rt.shutdown)) {
             unlock_work();
             break;
         }
-        pm__task_t *t;
-        uint64_t k;
         enum job j = find_work_locked(s, &t, &k);
         uint64_t wait_ns = 0;
         if (j == JOB_NONE && s->ops->kind == PM_DEVICE_CPU && pm__guard_any()) {
