@@ -974,6 +974,17 @@ void pm__task_wake_more(pm__task_t *t, pm_device_kind_t kind, uint64_t chunk_ns)
     wake_send(&w);
 }
 
+/* A submitting thread's poke, sent by pm_task_submit once the runtime
+ * lock is dropped: sent under it, the unlock's locked instruction waited
+ * for the poke's store, a line the polling stub holds. The stub is off
+ * the pollers meanwhile and waits for it; the task holds still (it cannot
+ * end before its one chunk runs). */
+static PM__TLS struct {
+    bool on; /* in pm_task_submit: hand_whole defers its poke */
+    pm__stub_t *s;
+    pm__task_t *t;
+} deferred;
+
 /*
  * A running task of one chunk that only CPU stubs run, on one host, goes
  * to a polling CPU stub alone, never onto the ready lists, and without
@@ -993,6 +1004,15 @@ static bool hand_whole(pm__task_t *t)
     const pm__stub_t *me = pm__self_stub;
     if (me != NULL && me->ops->kind == PM_DEVICE_CPU && pm__task_runnable_on(t, me))
         return false;
+    if (deferred.on && deferred.s == NULL) {
+        pm__stub_t *s = pm__pollers_pop(0);
+        if (s == NULL)
+            return false;
+        atomic_fetch_add_explicit(&t->holds, 1, memory_order_relaxed);
+        deferred.s = s;
+        deferred.t = t;
+        return true;
+    }
     return poke_pollers(0, 1, t) == 1;
 }
 
@@ -1378,8 +1398,14 @@ int pm_task_submit(const pm_task_desc_t *desc, pm_task_t *task)
     bool held = false;
     uint64_t id = 0;
     pthread_mutex_lock(&pm__rt.lock);
+    deferred.on = true;
     rc = enqueue_locked(t, &held, &id);
+    deferred.on = false;
     pthread_mutex_unlock(&pm__rt.lock);
+    if (deferred.s != NULL) { /* t may run from here; its block stays until pm_task_release */
+        poke_stub(deferred.s, deferred.t);
+        deferred.s = NULL;
+    }
     if (rc != 0) {
         task_free(t);
         return rc;
