@@ -44,6 +44,8 @@ void pm__log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3
 #define PM__FAIL(code, ...) (pm__error(__VA_ARGS__), (code))
 
 double pm__now(void);
+/* Sets up pm__now's clock, once per process (core/log.c; pm_init). */
+void pm__clock_init(void);
 void *pm__aligned_alloc(size_t bytes);
 /* Zeroed memory for large buffers filled piece by piece (core/log.c);
  * freed by pm__big_free with the same size. */

@@ -115,6 +115,7 @@ int pm_init(int *argc, char ***argv)
         return PM__FAIL(PM_EINIT, "pm_init called twice; call it once per process (pm_finalize ends it)");
     }
     pm__log_init();
+    pm__clock_init();
     pm__calls_init();
     memset(&pm__rt, 0, sizeof pm__rt);
     int rc = pm__comm_init(argc, argv, &pm__rt.host, &pm__rt.nhosts, &pm__rt.local_rank,

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/internal.h"
@@ -731,6 +732,47 @@ START_TEST(pull_unknown_cpus_start_with_no_share)
 }
 END_TEST
 
+static double monotonic(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* pm__now reads the seconds of CLOCK_MONOTONIC, whichever clock it reads
+ * (the time stamp counter where the kernel keeps time by it): each
+ * reading lies between two readings of CLOCK_MONOTONIC around it, to 1e-3
+ * of the time since it was set up (and 10 us). */
+static void clock_follows_monotonic_for(double seconds)
+{
+    pm__clock_init();
+    const double start = monotonic();
+    for (;;) {
+        double a = monotonic();
+        double n = pm__now();
+        double b = monotonic();
+        double tol = 1e-3 * (b - start) + 1e-5;
+        ck_assert_msg(n >= a - tol && n <= b + tol, "pm__now %.9f outside [%.9f, %.9f] by more than %.9f",
+                      n, a, b, tol);
+        if (b - start > seconds)
+            break;
+    }
+}
+
+START_TEST(clock_follows_monotonic)
+{
+    clock_follows_monotonic_for(0.05);
+}
+END_TEST
+
+START_TEST(clock_monotonic_by_choice)
+{
+    ck_assert_int_eq(setenv("PMLIB_CLOCK", "monotonic", 1), 0);
+    clock_follows_monotonic_for(0.01);
+    ck_assert_int_eq(unsetenv("PMLIB_CLOCK"), 0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("model");
@@ -758,6 +800,10 @@ int main(void)
     tcase_add_test(tp, pull_unknown_cpus_start_with_no_share);
     tcase_add_test(tp, pull_woken_gpus_count_as_coming);
     suite_add_tcase(s, tp);
+    TCase *tk = tcase_create("clock");
+    tcase_add_test(tk, clock_follows_monotonic);
+    tcase_add_test(tk, clock_monotonic_by_choice);
+    suite_add_tcase(s, tk);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
