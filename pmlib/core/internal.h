@@ -510,6 +510,11 @@ bool pm__task_worth_more(uint64_t n, uint64_t chunk_ns);
  * run. Clears their parked flags. */
 void pm__stubs_woken(int k);
 void pm__task_unready_locked(pm__task_t *t);
+/* A task kept for the stub that made it ready (pm__stub_t.mine) with
+ * chunks that stub declined (the policy judged another stub better):
+ * listed, and stubs engaged for it as when a task is made ready (held, no
+ * lock held). */
+void pm__task_unkeep(pm__task_t *t);
 /* Takes t off the ready lists, if it is on them (no lock held). */
 void pm__task_unready(pm__task_t *t);
 /* The same for a running task a stub saw drained outside the ready lock
@@ -585,6 +590,9 @@ struct pm__stub {
     pthread_t thread;
     void *priv;           /* device-specific state */
     double last_end;      /* when its last chunk of a remote task ended (the stub's own) */
+    /* A task this stub made ready and runs next, held, not listed (one
+     * host; core/task.c, keep_for_self): the stub's own. */
+    struct pm__task *mine;
     /* What changes as the stub goes idle, on a cache line of its own (the
      * stubs are allocated aligned), apart from what others read above:
      * whether it is asleep, or polling without a poke (it comes only when

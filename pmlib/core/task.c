@@ -1028,11 +1028,48 @@ static bool ready_note(int k)
     return any;
 }
 
+/*
+ * A running task that the calling CPU stub made ready (it finished what t
+ * waited for) and that is worth no other stub: kept for that stub, which
+ * runs it next (pm__stub_t.mine), neither listed nor poked. A chain of
+ * short tasks then goes from one to the next without the ready lock, the
+ * list or the work generation; listed, each task took the ready lock
+ * twice and turned ready_any on and off. The stub takes its chunks as a
+ * poked stub takes a handed task's; should one run long, pm__task_wake_more
+ * engages others as for any task.
+ */
+static bool keep_for_self(pm__task_t *t)
+{
+    pm__stub_t *me = pm__self_stub;
+    if (me == NULL || me->ops->kind != PM_DEVICE_CPU || me->mine != NULL || pm__rt.nhosts != 1 ||
+        t->run_kinds != 1u || !(t->every_kind & 1u) ||
+        __atomic_load_n(&t->state, __ATOMIC_ACQUIRE) != PM__TASK_RUN || !pm__task_runnable_on(t, me))
+        return false;
+    double ns = t->nchunks > 1 ? pm__hooks.model_ns(t->cbs->model, PM_DEVICE_CPU, NULL) : 0;
+    if (cpu_stubs_worth(t, ns, pm__poke_worth_ns()) > 1 || cpu_stubs_worth(t, ns, PM__WAKE_WORTH_NS) > 1)
+        return false;
+    pm__task_hold(t);
+    me->mine = t;
+    return true;
+}
+
+void pm__task_unkeep(pm__task_t *t)
+{
+    wake_t w = {0};
+    double ns = t->nchunks > 1 ? pm__hooks.model_ns(t->cbs->model, PM_DEVICE_CPU, NULL) : 0;
+    pthread_mutex_lock(&pm__rt.ready_lock);
+    if (!__atomic_load_n(&t->listed, __ATOMIC_RELAXED))
+        pm__task_relist_locked(t);
+    wake_stubs_locked(&w, 0, cpu_stubs_worth(t, ns, pm__poke_worth_ns()), cpu_stubs_worth(t, ns, PM__WAKE_WORTH_NS), t);
+    pthread_mutex_unlock(&pm__rt.ready_lock);
+    wake_send(&w);
+}
+
 void pm__task_ready_locked(pm__task_t *t)
 {
     bool prepare = t->state == PM__TASK_PREPARE;
     unsigned kinds = prepare ? t->all_kinds : t->run_kinds;
-    if (!prepare && hand_whole(t))
+    if (!prepare && (hand_whole(t) || keep_for_self(t)))
         return;
     wake_t w = {0};
     pthread_mutex_lock(&pm__rt.ready_lock);

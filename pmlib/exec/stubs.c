@@ -630,6 +630,20 @@ static void *stub_main(void *arg)
             s->ops->ready(s);
         pm__task_t *t;
         uint64_t k;
+        if (s->mine != NULL) { /* made ready by this stub, kept for it */
+            t = s->mine;
+            s->mine = NULL;
+            if (pm__task_runnable_on(t, s) && t->policy->take(t, s->index, &k))
+                run_loop(s, t, k);
+            /* Chunks this stub declined (the policy judged another stub
+             * better, at the first take or a later one): no other stub
+             * knows the task, so it goes on the lists. Held until here,
+             * so it is still readable once done. */
+            if (t->policy->left(t) > 0)
+                pm__task_unkeep(t);
+            pm__task_unhold(t);
+            continue;
+        }
         if (idle_unlocked(s, &t)) {
             if (t != NULL && take_handed(s, t, &k))
                 run_loop(s, t, k);
