@@ -1036,12 +1036,15 @@ static bool ready_note(int k)
  * list or the work generation; listed, each task took the ready lock
  * twice and turned ready_any on and off. The stub takes its chunks as a
  * poked stub takes a handed task's; should one run long, pm__task_wake_more
- * engages others as for any task.
+ * engages others as for any task. The stub runs it before older tasks
+ * still listed, which the other stubs take meanwhile.
  */
 static bool keep_for_self(pm__task_t *t)
 {
     pm__stub_t *me = pm__self_stub;
-    if (me == NULL || me->ops->kind != PM_DEVICE_CPU || me->mine != NULL || pm__rt.nhosts != 1 ||
+    /* Not a task a callback submits: its stub runs the rest of its own
+     * chunks first. */
+    if (me == NULL || deferred.on || me->ops->kind != PM_DEVICE_CPU || me->mine != NULL || pm__rt.nhosts != 1 ||
         t->run_kinds != 1u || !(t->every_kind & 1u) ||
         __atomic_load_n(&t->state, __ATOMIC_ACQUIRE) != PM__TASK_RUN || !pm__task_runnable_on(t, me))
         return false;

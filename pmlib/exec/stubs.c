@@ -576,9 +576,9 @@ static pm__task_t *idle(pm__stub_t *s, uint64_t wait_ns)
  * locked way, or the lister sees the stub and may poke it. True when it
  * idled (*t: a task handed with a poke, or NULL); false: take the ready
  * lock and look (something is listed, a chunk may straggle, or polling is
- * off). The ready lock was the one line every stub took as it went idle
- * (16 cores, 100,000 empty tasks: a tenth of every stub's samples in the
- * kernel, after that lock's futex).
+ * off). The ready lock was the one lock every stub took as it went idle
+ * (16 cores, 100,000 empty tasks: a seventh of the stubs' samples in the
+ * kernel, under that lock's futex calls).
  */
 static bool idle_unlocked(pm__stub_t *s, pm__task_t **t)
 {
