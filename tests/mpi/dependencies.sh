@@ -13,4 +13,10 @@ for run in "1 3000" "3 1000" "3 1000 --static"; do
   echo "dependencies: $2 tasks and $2 more on $1 host(s) $3 (limit 120 s)"
   mpi_expect_ok "$1 host(s): " 120 "$1" DEPS-OK "$top_builddir/tests/mpi/dependencies" $3 "$2"
 done
+# More stubs than cores on one host: a task a stub makes ready is kept for
+# that stub and run next, and listed for the others when it declines
+# chunks of it; the tasks still run in their order.
+echo "dependencies: 3000 tasks and 3000 more on 1 host with 8 CPU stubs (limit 120 s)"
+(PMLIB_NCPU=8 && export PMLIB_NCPU &&
+  mpi_expect_ok "1 host, 8 stubs: " 120 1 DEPS-OK "$top_builddir/tests/mpi/dependencies" 3000) || exit 1
 echo "PASS"
