@@ -938,6 +938,19 @@ static uint64_t cpu_stubs_worth(const pm__task_t *t, double ns, double worth_ns)
     return stubs < (double)t->nchunks ? (uint64_t)stubs : t->nchunks;
 }
 
+/* The CPU stubs a running task of every CPU stub is worth: pollers to
+ * poke, and stubs in all to wake (cpu_stubs_worth at the two measures,
+ * with the model's time per subtask on a CPU). */
+typedef struct engage {
+    uint64_t poke, wake;
+} engage_t;
+
+static engage_t cpu_engage(const pm__task_t *t)
+{
+    double ns = t->nchunks > 1 ? pm__hooks.model_ns(t->cbs->model, PM_DEVICE_CPU, NULL) : 0;
+    return (engage_t){cpu_stubs_worth(t, ns, pm__poke_worth_ns()), cpu_stubs_worth(t, ns, PM__WAKE_WORTH_NS)};
+}
+
 /* Stubs besides the caller worth engaging for `left` chunks of chunk_ns
  * each: one per chunk once a chunk alone is worth a stub, else one per
  * worth_ns of the work left, less the caller, which runs its share. */
@@ -1039,7 +1052,7 @@ static bool ready_note(int k)
  * engages others as for any task. The stub runs it before older tasks
  * still listed, which the other stubs take meanwhile.
  */
-static bool keep_for_self(pm__task_t *t)
+static bool keep_for_self(pm__task_t *t, engage_t cpu)
 {
     pm__stub_t *me = pm__self_stub;
     /* Not a task a callback submits: its stub runs the rest of its own
@@ -1048,8 +1061,7 @@ static bool keep_for_self(pm__task_t *t)
         t->run_kinds != 1u || !(t->every_kind & 1u) ||
         __atomic_load_n(&t->state, __ATOMIC_ACQUIRE) != PM__TASK_RUN || !pm__task_runnable_on(t, me))
         return false;
-    double ns = t->nchunks > 1 ? pm__hooks.model_ns(t->cbs->model, PM_DEVICE_CPU, NULL) : 0;
-    if (cpu_stubs_worth(t, ns, pm__poke_worth_ns()) > 1 || cpu_stubs_worth(t, ns, PM__WAKE_WORTH_NS) > 1)
+    if (cpu.poke > 1 || cpu.wake > 1)
         return false;
     pm__task_hold(t);
     me->mine = t;
@@ -1059,11 +1071,11 @@ static bool keep_for_self(pm__task_t *t)
 void pm__task_unkeep(pm__task_t *t)
 {
     wake_t w = {0};
-    double ns = t->nchunks > 1 ? pm__hooks.model_ns(t->cbs->model, PM_DEVICE_CPU, NULL) : 0;
+    engage_t cpu = cpu_engage(t);
     pthread_mutex_lock(&pm__rt.ready_lock);
     if (!__atomic_load_n(&t->listed, __ATOMIC_RELAXED))
         pm__task_relist_locked(t);
-    wake_stubs_locked(&w, 0, cpu_stubs_worth(t, ns, pm__poke_worth_ns()), cpu_stubs_worth(t, ns, PM__WAKE_WORTH_NS), t);
+    wake_stubs_locked(&w, 0, cpu.poke, cpu.wake, t);
     pthread_mutex_unlock(&pm__rt.ready_lock);
     wake_send(&w);
 }
@@ -1072,7 +1084,11 @@ void pm__task_ready_locked(pm__task_t *t)
 {
     bool prepare = t->state == PM__TASK_PREPARE;
     unsigned kinds = prepare ? t->all_kinds : t->run_kinds;
-    if (!prepare && (hand_whole(t) || keep_for_self(t)))
+    if (!prepare && hand_whole(t))
+        return;
+    /* Asked once: for keeping t, else for engaging CPU stubs below. */
+    const engage_t cpu = !prepare && (t->every_kind & 1u) ? cpu_engage(t) : (engage_t){0};
+    if (!prepare && keep_for_self(t, cpu))
         return;
     wake_t w = {0};
     pthread_mutex_lock(&pm__rt.ready_lock);
@@ -1101,9 +1117,8 @@ void pm__task_ready_locked(pm__task_t *t)
         if (prepare) {
             poke = wake = t->nchunks;
         } else if ((t->every_kind >> k) & 1u) {
-            double ns = k == 0 && t->nchunks > 1 ? pm__hooks.model_ns(t->cbs->model, PM_DEVICE_CPU, NULL) : 0;
-            poke = k == 0 ? cpu_stubs_worth(t, ns, pm__poke_worth_ns()) : t->nchunks;
-            wake = k == 0 ? cpu_stubs_worth(t, ns, PM__WAKE_WORTH_NS) : t->nchunks;
+            poke = k == 0 ? cpu.poke : t->nchunks;
+            wake = k == 0 ? cpu.wake : t->nchunks;
             /* A stub that made t ready (it finished what t waited for)
              * looks for work next and finds t: one stub fewer to engage,
              * so a short task is not split between it and a poked one. */

@@ -501,6 +501,25 @@ static void park(pm__stub_t *s, uint64_t wait_ns, uint64_t gen)
     pthread_mutex_unlock(&pm__rt.ready_lock);
 }
 
+/* Off the pollers by itself; false when a poker took it off first and
+ * its poke is coming (await_poke). */
+static bool leave_pollers(pm__stub_t *s, int kind)
+{
+    if (!pm__pollers_remove(s, kind))
+        return false;
+    atomic_store(&s->parked, false);
+    return true;
+}
+
+/* The poke a poker that took this stub off the pollers owes it: the task
+ * it hands (or NULL). */
+static pm__task_t *await_poke(const pm__stub_t *s)
+{
+    while (!atomic_load_explicit(&s->poke, memory_order_acquire))
+        pm__cpu_relax();
+    return s->handed;
+}
+
 /* A stub on the pollers, no lock held, polls for `spell` ns: returns the
  * task a poke handed it (or NULL, a poke without one), else NULL once it
  * left the pollers and, its spell over, slept (park). */
@@ -514,13 +533,10 @@ static pm__task_t *poll_spell(pm__stub_t *s, uint64_t wait_ns, uint64_t spell, u
     if (done && atomic_load_explicit(&s->poke, memory_order_acquire))
         return s->handed;
     pthread_mutex_lock(&pm__rt.ready_lock);
-    if (!pm__pollers_remove(s, kind)) { /* taken off by a poker: its poke is coming */
+    if (!leave_pollers(s, kind)) {
         pthread_mutex_unlock(&pm__rt.ready_lock);
-        while (!atomic_load_explicit(&s->poke, memory_order_acquire))
-            pm__cpu_relax();
-        return s->handed;
+        return await_poke(s);
     }
-    atomic_store(&s->parked, false);
     if (wait_ns > 0 && wait_ns <= spell) { /* the copy is due: look now */
         pthread_mutex_unlock(&pm__rt.ready_lock);
         return NULL;
@@ -593,13 +609,9 @@ static bool idle_unlocked(pm__stub_t *s, pm__task_t **t)
     join_pollers(s, kind);
     atomic_thread_fence(memory_order_seq_cst);
     if (atomic_load(&pm__rt.ready_any[kind])) {
-        if (pm__pollers_remove(s, kind)) {
-            atomic_store(&s->parked, false);
+        if (leave_pollers(s, kind))
             return false;
-        }
-        while (!atomic_load_explicit(&s->poke, memory_order_acquire)) /* a poke is coming */
-            pm__cpu_relax();
-        *t = s->handed;
+        *t = await_poke(s);
         return true;
     }
     *t = poll_spell(s, 0, pm__rt.spin_ns, gen);
