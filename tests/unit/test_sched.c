@@ -5,7 +5,9 @@
  * one chunk of a task on one host goes to one stub, with no state; a task
  * seen drained stays on the ready lists while chunks were given back, and
  * one that left them goes back on when a batch is given back, which
- * happens only when the rest is worth another stub. Between
+ * happens only when the rest is worth another stub; a task kept for a
+ * stub goes onto them when that stub leaves chunks, unless the task
+ * ended meanwhile. Between
  * hosts, shares and grants follow speed and the cost of moving data, the
  * learned overhead of involving a host resists spikes, and a task's bytes
  * per chunk come from its subscriptions.
@@ -290,6 +292,50 @@ START_TEST(batch_given_back_relists_task)
     pm__task_unready_drained(t);
     ck_assert_ptr_null(pm__rt.ready[0].head);
     ts_free(t);
+}
+END_TEST
+
+static double model_knows_nothing(const struct pm__model *m, int kind, const char *name)
+{
+    (void)m;
+    (void)kind;
+    (void)name;
+    return 0;
+}
+
+/* A task kept for the stub that made it ready goes onto the lists when
+ * that stub stops with chunks left (pm__task_unkeep); but a stub it
+ * poked for them may have run them all and ended the task meanwhile,
+ * and the program may then free the block: the task must stay off the
+ * lists, or the stubs later walk a reused block (16 cores: every stub
+ * asleep with a task of the next chain on the list unreached). One still
+ * running goes on. Fails where the keeper lists it whatever happened. */
+START_TEST(kept_task_ended_meanwhile_stays_unlisted)
+{
+    double (*model_ns)(const struct pm__model *, int, const char *) = pm__hooks.model_ns;
+    pm__hooks.model_ns = model_knows_nothing;
+    pm__task_t *t = make_task(16, PM_SCHED_PULL);
+    t->run_kinds = 1u;
+    atomic_store(&t->outstanding, 16);
+    uint64_t c;
+    while (t->policy->take(t, 2, &c)) /* the poked stub takes them all... */
+        ;
+    atomic_store(&t->outstanding, 0); /* ...runs them, and the task ends */
+    pm__task_unkeep(t);
+    ck_assert_int_eq(__atomic_load_n(&t->listed, __ATOMIC_RELAXED), 0);
+    ck_assert_ptr_null(pm__rt.ready[0].head);
+    ts_free(t);
+
+    t = make_task(16, PM_SCHED_PULL); /* chunks left, none run yet */
+    t->run_kinds = 1u;
+    atomic_store(&t->outstanding, 16);
+    pm__task_unkeep(t);
+    ck_assert_int_eq(__atomic_load_n(&t->listed, __ATOMIC_RELAXED), 1);
+    ck_assert_ptr_eq(pm__rt.ready[0].head, t);
+    pm__task_unready(t);
+    ck_assert_ptr_null(pm__rt.ready[0].head);
+    ts_free(t);
+    pm__hooks.model_ns = model_ns;
 }
 END_TEST
 
@@ -626,6 +672,7 @@ int main(void)
     tcase_add_test(tc, pooled_share_goes_whole_to_first_stub);
     tcase_add_test(tc, drained_task_stays_listed_with_chunks_given_back);
     tcase_add_test(tc, batch_given_back_relists_task);
+    tcase_add_test(tc, kept_task_ended_meanwhile_stays_unlisted);
     tcase_add_test(tc, short_rest_of_batch_stays);
     suite_add_tcase(s, tc);
     TCase *th = tcase_create("hosts");
