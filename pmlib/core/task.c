@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <cpuid.h>
 #endif
@@ -214,8 +215,8 @@ static int check_devices(pm__task_t *t)
  * for, for later tasks: a program that submits tasks over and over takes
  * warm blocks from here, not from malloc and fresh pages (on one host a
  * task without memories costs 1.6 to 3.5 KB, by the stubs). At most
- * PMLIB_TASK_CACHE_MB are kept (by default 256 MiB or 2^17 such tasks,
- * whichever is more; 0: none) until pm_finalize; the rest go
+ * PMLIB_TASK_CACHE_MB are kept (by default room for 2^17 such tasks and
+ * as many on one memory, cache_default_mb; 0: none) until pm_finalize; the rest go
  * back to malloc. Under AddressSanitizer nothing is kept, so a stale
  * pointer into a freed task is still caught.
  *
@@ -251,22 +252,33 @@ static struct {
 
 static size_t block_bytes(int nmem, bool lean);
 
-/* Without PMLIB_TASK_CACHE_MB: 256 MiB, or room for PM__CACHE_TASKS tasks
- * without memories where that is more. A block grows with the stubs (their
- * counters and scheduling slots, a line each): 1.6 KB with one stub, 3.5
- * KB with 16 (4.5 KB while a stub's counters took two lines). 256 MiB held
- * 168,000 such tasks on one stub but 59,000 on 16, and the rest of 100,000
- * tasks in flight came from malloc, each block out of every cache: 1.5x
- * the cost per empty task of 1,000 in flight (16-core host). */
+/* Without PMLIB_TASK_CACHE_MB: room for a burst of PM__CACHE_TASKS tasks
+ * without memories and as many on one memory (the two usual kinds: the
+ * blocks of one kind wait on lists of their own, unused by the other),
+ * at least 256 MiB and at most a sixteenth of the machine's memory. A
+ * block grows with the stubs (their counters and scheduling slots, a
+ * line each): 1.7 KB with 2 stubs, 3.5 KB with 16. Where a bound held
+ * fewer, the rest of a burst came from malloc, each block out of every
+ * cache and on small pages: on 16 cores, room for 2^17 tasks without
+ * memories alone (440 MiB) left a third of 100,000 tasks on one memory
+ * to malloc after a burst of empty tasks, and they cost 1.3x what 1,000
+ * did (1.05x with room for both). */
 #define PM__CACHE_TASKS ((size_t)1 << 17)
+
+static size_t cache_default_mb(void)
+{
+    size_t mb = PM__CACHE_TASKS * (block_bytes(0, false) + block_bytes(1, false)) >> 20;
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && page > 0 && mb > ((size_t)pages * (size_t)page / 16 >> 20))
+        mb = (size_t)pages * (size_t)page / 16 >> 20;
+    return mb > 256 ? mb : 256;
+}
 
 static size_t cache_max(void)
 {
     if (!block_cache.max_read) {
-        size_t dflt = PM__CACHE_TASKS * block_bytes(0, false) >> 20;
-        if (dflt < 256)
-            dflt = 256;
-        block_cache.max = (size_t)pm__env_uint("PMLIB_TASK_CACHE_MB", "megabytes", 0, 1u << 20, dflt) << 20;
+        block_cache.max = (size_t)pm__env_uint("PMLIB_TASK_CACHE_MB", "megabytes", 0, 1u << 20, cache_default_mb())
+                          << 20;
         block_cache.max_read = true;
     }
     return block_cache.max;
