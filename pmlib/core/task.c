@@ -265,14 +265,7 @@ static size_t block_bytes(int nmem, bool lean);
  * did (1.05x with room for both). */
 #define PM__CACHE_TASKS ((size_t)1 << 17)
 
-static size_t cache_default_mb(void)
-{
-    size_t mb = PM__CACHE_TASKS * (block_bytes(0, false) + block_bytes(1, false)) >> 20;
-    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    if (pages > 0 && page > 0 && mb > ((size_t)pages * (size_t)page / 16 >> 20))
-        mb = (size_t)pages * (size_t)page / 16 >> 20;
-    return mb > 256 ? mb : 256;
-}
+__attribute__((cold, noinline)) static size_t cache_default_mb(void);
 
 static size_t cache_max(void)
 {
@@ -1089,8 +1082,8 @@ static bool keep_for_self(pm__task_t *t, engage_t cpu)
  * read of the chunks outstanding, against the ending stub's drop of the
  * last one, then its read of `listed` (pm__task_unready): one of the two
  * sees the other. Listed for good, a finished task stayed on the ready
- * list after its block was reused, and the stubs stopped (16 cores, about
- * one run in five of 100,000 tasks on one memory).
+ * list after its block was reused, and the stubs stopped (16 cores, 4
+ * processes of 27 running 100,000 tasks on one memory).
  */
 void pm__task_unkeep(pm__task_t *t)
 {
@@ -1927,4 +1920,14 @@ void pm__task_free_all(void)
             task_free(h->obj[i]);
     pm__handle_table_free(h);
     block_cache_clear();
+}
+
+/* Out of the way of the hot code above: read once (cache_max). */
+static size_t cache_default_mb(void)
+{
+    size_t mb = PM__CACHE_TASKS * (block_bytes(0, false) + block_bytes(1, false)) >> 20;
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && page > 0 && mb > ((size_t)pages * (size_t)page / 16 >> 20))
+        mb = (size_t)pages * (size_t)page / 16 >> 20;
+    return mb > 256 ? mb : 256;
 }
