@@ -1054,8 +1054,8 @@ static bool ready_note(int k)
  * list or the work generation; listed, each task took the ready lock
  * twice and turned ready_any on and off. The stub takes its chunks as a
  * poked stub takes a handed task's; should one run long, pm__task_wake_more
- * engages others as for any task. The stub runs it before older tasks
- * still listed, which the other stubs take meanwhile.
+ * engages others as for any task. Only while nothing is listed for CPU
+ * stubs: a kept task would run before older listed ones.
  */
 static bool keep_for_self(pm__task_t *t, engage_t cpu)
 {
@@ -1067,6 +1067,12 @@ static bool keep_for_self(pm__task_t *t, engage_t cpu)
         __atomic_load_n(&t->state, __ATOMIC_ACQUIRE) != PM__TASK_RUN || !pm__task_runnable_on(t, me))
         return false;
     if (cpu.poke > 1 || cpu.wake > 1)
+        return false;
+    /* Not past tasks already listed for CPU stubs: they were ready first,
+     * and with every stub busy on chains they would wait until the chains
+     * end (1 stub: an independent task behind a chain of 200). Listed, t
+     * queues behind them. */
+    if (atomic_load_explicit(&pm__rt.ready_any[0], memory_order_relaxed))
         return false;
     pm__task_hold(t);
     me->mine = t;

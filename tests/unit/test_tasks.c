@@ -14,6 +14,8 @@
  * - a double-precision sum reduce over 1000 subtasks of very different
  *   magnitudes gives the same bits on every run, with 4 stubs and with 1,
  *   and under every scheduling policy;
+ * - on one stub, a task submitted while a chain runs is not passed by the
+ *   chain's later tasks;
  * - with any grain, and under uneven load that makes idle stubs steal, each
  *   subtask runs exactly once;
  * - tasks beyond what the slabs of task blocks hold (a small
@@ -695,6 +697,70 @@ START_TEST(test_deterministic_sum_1_stub)
 }
 END_TEST
 
+/* One stub: a chain of CHAIN_TASKS tasks on one memory, the first held
+ * at a gate, then an independent task. Each records its place in the
+ * order the stub ran them. */
+#define CHAIN_TASKS 200
+#define LONE_ID CHAIN_TASKS
+
+static tu_gate_t order_gate;
+static atomic_int order_next;
+static int order_of[CHAIN_TASKS + 1];
+
+static int ordered_cpu(const pm_subtask_info_t *info)
+{
+    int id = *(const int *)info->conf;
+    if (id == 0)
+        tu_note(tu_gate_wait(&order_gate, 30) != 0);
+    int at = atomic_fetch_add(&order_next, 1);
+    tu_note(at > CHAIN_TASKS);
+    if (at <= CHAIN_TASKS)
+        order_of[at] = id;
+    return 0;
+}
+
+/* A task that becomes ready in a chain does not pass a task listed before
+ * it: the independent task, submitted while the chain's first task runs,
+ * runs right after that task, not after the whole chain (a stub once ran
+ * each task it made ready before anything listed). */
+START_TEST(test_chain_does_not_pass_listed_task)
+{
+    pm_task_t tasks[CHAIN_TASKS + 1];
+    pm_task_desc_t d;
+    pm_memory_t m = tu_memory(64);
+
+    tu_gate_close(&order_gate);
+    atomic_store(&order_next, 0);
+    for (int i = 0; i <= CHAIN_TASKS; i++) {
+        tu_desc(&d, "ordered", 1);
+        if (i < CHAIN_TASKS)
+            tu_add(&d, m, PM_READ_WRITE);
+        d.conf = &i;
+        d.conf_bytes = sizeof i;
+        ck_assert_int_eq(pm_task_submit(&d, &tasks[i]), PM_OK);
+    }
+    tu_gate_open(&order_gate);
+    ck_assert_int_eq(pm_task_wait_all(), PM_OK);
+    ck_assert_int_eq(atomic_load(&order_next), CHAIN_TASKS + 1);
+    ck_assert_int_eq(order_of[0], 0);
+    int lone_at = -1, last = -1;
+    for (int at = 0; at <= CHAIN_TASKS; at++) {
+        if (order_of[at] == LONE_ID) {
+            lone_at = at;
+            continue;
+        }
+        ck_assert_int_gt(order_of[at], last); /* the chain in submit order */
+        last = order_of[at];
+    }
+    ck_assert_int_ge(lone_at, 1);
+    ck_assert_int_le(lone_at, 2);
+    for (int i = 0; i <= CHAIN_TASKS; i++)
+        ck_assert_int_eq(pm_task_release(tasks[i]), PM_OK);
+    ck_assert_int_eq(pm_memory_release(m), PM_OK);
+    ck_assert_int_eq(atomic_load(&tu_callback_errors), 0);
+}
+END_TEST
+
 /* The merge order depends on subtask ids only, not on the policy. */
 START_TEST(test_policies_same_bits)
 {
@@ -820,6 +886,7 @@ static void register_all(void)
     tu_register("once", once_subscribe, once_cpu);
     tu_register("overlap", overlap_subscribe, overlap_cpu);
     tu_register("tick", NULL, tick_cpu);
+    tu_register("ordered", NULL, ordered_cpu);
 }
 
 static void setup4(void)
@@ -879,6 +946,7 @@ static Suite *tasks_suite(void)
     tcase_add_test(det, test_deterministic_sum_4_stubs);
     tcase_add_test(det, test_policies_same_bits);
     tcase_add_test(det1, test_deterministic_sum_1_stub);
+    tcase_add_test(det1, test_chain_does_not_pass_listed_task);
     tcase_add_loop_test(once, test_grain_runs_each_once, 0, 4);
     tcase_add_test(once, test_static_equal_grain_runs_each_once);
     tcase_add_test(once, test_static_proportional_runs_each_once);
