@@ -512,8 +512,8 @@ void pm__stubs_woken(int k);
 void pm__task_unready_locked(pm__task_t *t);
 /* A task kept for the stub that made it ready (pm__stub_t.mine) with
  * chunks that stub declined (the policy judged another stub better):
- * listed, and stubs engaged for it as when a task is made ready (held, no
- * lock held). */
+ * listed, and stubs engaged for it as when a task is made ready, unless
+ * stubs it poked ended it meanwhile (held, no lock held). */
 void pm__task_unkeep(pm__task_t *t);
 /* Takes t off the ready lists, if it is on them (no lock held). */
 void pm__task_unready(pm__task_t *t);

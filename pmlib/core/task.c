@@ -1933,7 +1933,8 @@ static size_t cache_default_mb(void)
 {
     size_t mb = PM__CACHE_TASKS * (block_bytes(0, false) + block_bytes(1, false)) >> 20;
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    if (pages > 0 && page > 0 && mb > ((size_t)pages * (size_t)page / 16 >> 20))
-        mb = (size_t)pages * (size_t)page / 16 >> 20;
+    size_t sixteenth = pages > 0 && page > 0 ? (size_t)pages * (size_t)page / 16 >> 20 : SIZE_MAX;
+    if (mb > sixteenth)
+        mb = sixteenth;
     return mb > 256 ? mb : 256;
 }

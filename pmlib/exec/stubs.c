@@ -648,9 +648,9 @@ static void *stub_main(void *arg)
             if (pm__task_runnable_on(t, s) && t->policy->take(t, s->index, &k))
                 run_loop(s, t, k);
             /* Chunks this stub declined (the policy judged another stub
-             * better, at the first take or a later one): no other stub
-             * knows the task, so it goes on the lists. Held until here,
-             * so it is still readable once done. */
+             * better, at the first take or a later one): only stubs it
+             * poked know the task, so it goes on the lists. Held until
+             * here, so it is still readable once done. */
             if (t->policy->left(t) > 0)
                 pm__task_unkeep(t);
             pm__task_unhold(t);
