@@ -598,8 +598,9 @@ struct pm__stub {
      * whether it is asleep, or polling without a poke (it comes only when
      * woken); and the poke it polls, set by the thread that hands it work. */
     _Alignas(64) atomic_bool parked;
-    atomic_int poke;
+    atomic_uint_fast64_t poke; /* PM__POKE_* in the low byte, `joins` when it joined above */
     struct pm__task *handed; /* with the poke: a task to take a chunk of, held (or NULL) */
+    uint64_t joins;          /* times it joined the pollers (the stub's own) */
     atomic_bool warm;        /* asked to get its device ready (ops->ready) before any task */
     atomic_bool in_share;    /* bound to a core of its rank's share (exec/stubs.c, bind_stubs) */
     /* A chunk this CPU stub runs on private copies of its bytes, which an
@@ -766,6 +767,7 @@ typedef struct pm__runtime {
      * poll_words words, each kind's words on lines of their own
      * (pm__pollers_*). */
     atomic_uint_fast64_t *pollers[2];
+    atomic_uint_fast64_t *stashed; /* CPU stubs in some program thread's stash, as the pollers */
     int poll_words;
     atomic_bool warm_asked;   /* pm__stubs_warm ran since the stubs started */
 
@@ -908,7 +910,8 @@ static inline int pm__stubs_poll_room(void)
  * The polling stubs of kind k. A stub adds itself under the ready lock,
  * after it found no work there; a thread that hands out work takes one
  * off without that lock (one read-modify-write of the kind's word),
- * pokes it and owes it the poke from then on. The ready lock's line, the
+ * pokes it and owes it the poke from then on (a program thread takes
+ * several at once: pm__stash_next). The ready lock's line, the
  * count and the list of pollers it replaced were three lines a submit
  * took from the stubs (16 cores: the ready lock's release was a third of
  * the program thread's time per empty task).
@@ -931,6 +934,65 @@ static inline bool pm__pollers_remove(const pm__stub_t *s, int k)
 {
     uint64_t bit = 1ull << (s->index % 64);
     return (atomic_fetch_and(&pm__rt.pollers[k][s->index / 64], ~bit) & bit) != 0;
+}
+
+/*
+ * A stub's poke word: a state in the low byte, above it the count of the
+ * stub's joins to the pollers, written as it joins. A thread that took
+ * the stub off the pollers' word alone owes it the poke and stores
+ * PM__POKE_DONE. A program thread may take several at once into a stash
+ * of its own (core/task.c, one host): it reads each one's word, marks
+ * them in `stashed`, and later hands one a task by a compare-exchange
+ * from the word it read to PM__POKE_CLAIMED, then stores the task and
+ * PM__POKE_DONE. A stashed stub whose spell ends takes itself back
+ * (PM__POKE_BACK) instead of waiting: whichever compare-exchange comes
+ * first wins, and a stub that joined again since has another count, so
+ * an old stash never claims it. A poked stub clears its mark before it
+ * joins again: a stub off the word and unmarked is owed its poke.
+ */
+enum { PM__POKE_WAIT = 0, PM__POKE_DONE = 1, PM__POKE_BACK = 2, PM__POKE_CLAIMED = 3 };
+
+static inline unsigned pm__poke_state(uint64_t v)
+{
+    return (unsigned)(v & 0xffu);
+}
+
+/* Whether stub s is marked as in a stash; then the bit in *bit. */
+static inline bool pm__poke_stashed(const pm__stub_t *s, uint64_t *bit)
+{
+    *bit = 1ull << (s->index % 64);
+    return (atomic_load_explicit(&pm__rt.stashed[s->index / 64], memory_order_acquire) & *bit) != 0;
+}
+
+/* The stub's own try to leave a stash once its spell is over: true when
+ * it is free (no poke comes), false when a poke is owed or was sent. */
+static inline bool pm__poke_take_back(pm__stub_t *s)
+{
+    uint64_t bit;
+    if (!pm__poke_stashed(s, &bit))
+        return false;
+    uint64_t v = atomic_load_explicit(&s->poke, memory_order_acquire);
+    if (pm__poke_state(v) != PM__POKE_WAIT ||
+        !atomic_compare_exchange_strong(&s->poke, &v, (v & ~(uint64_t)0xff) | PM__POKE_BACK))
+        return false;
+    atomic_fetch_and(&pm__rt.stashed[s->index / 64], ~bit);
+    return true;
+}
+
+/* The calling thread's stash (core/task.c): its next stub, the stash
+ * filled from the pollers when empty if `fill`, with the stub's poke word
+ * when taken in *word (NULL: none); and the hand-over of t (held for it,
+ * or NULL) to that stub, false when it took itself back first. */
+pm__stub_t *pm__stash_next(bool fill, uint64_t *word);
+bool pm__stash_poke(pm__stub_t *s, uint64_t word, struct pm__task *t);
+
+/* A poked stub's handed task (or NULL); its stash mark cleared. */
+static inline struct pm__task *pm__poke_taken(pm__stub_t *s)
+{
+    uint64_t bit;
+    if (s->ops->kind == PM_DEVICE_CPU && pm__poke_stashed(s, &bit))
+        atomic_fetch_and(&pm__rt.stashed[s->index / 64], ~bit);
+    return s->handed;
 }
 
 /* Asks for the lines of [p, p + bytes) to be written soon (core/task.c):

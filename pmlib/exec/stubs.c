@@ -452,7 +452,7 @@ static bool may_poll_locked(void)
 static bool poked(const void *arg)
 {
     const pm__stub_t *s = arg;
-    return atomic_load_explicit(&s->poke, memory_order_acquire) != 0 ||
+    return pm__poke_state(atomic_load_explicit(&s->poke, memory_order_acquire)) == PM__POKE_DONE ||
            atomic_load_explicit(&pm__rt.shutdown, memory_order_relaxed);
 }
 
@@ -511,13 +511,22 @@ static bool leave_pollers(pm__stub_t *s, int kind)
     return true;
 }
 
-/* The poke a poker that took this stub off the pollers owes it: the task
- * it hands (or NULL). */
-static pm__task_t *await_poke(const pm__stub_t *s)
+/* The poke a poker that took this stub off the pollers owes it: true
+ * and the task it hands (or NULL) in *t; false when the stub was in a
+ * program thread's stash and took itself back (no poke comes). */
+static bool await_poke(pm__stub_t *s, pm__task_t **t)
 {
-    while (!atomic_load_explicit(&s->poke, memory_order_acquire))
+    for (;;) {
+        if (pm__poke_state(atomic_load_explicit(&s->poke, memory_order_acquire)) == PM__POKE_DONE) {
+            *t = pm__poke_taken(s);
+            return true;
+        }
+        if (pm__poke_take_back(s)) {
+            atomic_store(&s->parked, false);
+            return false;
+        }
         pm__cpu_relax();
-    return s->handed;
+    }
 }
 
 /* A stub on the pollers, no lock held, polls for `spell` ns: returns the
@@ -530,12 +539,15 @@ static pm__task_t *poll_spell(pm__stub_t *s, uint64_t wait_ns, uint64_t spell, u
      * (many stubs poked at once would queue for it). */
     poll_wait_t w = {s, gen};
     bool done = pm__rt.nhosts > 1 ? pm__comm_spin(poked_or_news, &w, spell) : pm__spin_for(poked, s, spell);
-    if (done && atomic_load_explicit(&s->poke, memory_order_acquire))
-        return s->handed;
+    if (done && pm__poke_state(atomic_load_explicit(&s->poke, memory_order_acquire)) == PM__POKE_DONE)
+        return pm__poke_taken(s);
     pthread_mutex_lock(&pm__rt.ready_lock);
     if (!leave_pollers(s, kind)) {
         pthread_mutex_unlock(&pm__rt.ready_lock);
-        return await_poke(s);
+        pm__task_t *t;
+        if (await_poke(s, &t))
+            return t;
+        pthread_mutex_lock(&pm__rt.ready_lock); /* taken back: as if it left */
     }
     if (wait_ns > 0 && wait_ns <= spell) { /* the copy is due: look now */
         pthread_mutex_unlock(&pm__rt.ready_lock);
@@ -548,7 +560,7 @@ static pm__task_t *poll_spell(pm__stub_t *s, uint64_t wait_ns, uint64_t spell, u
 /* Onto the pollers: from now on a thread that adds work may poke it. */
 static void join_pollers(pm__stub_t *s, int kind)
 {
-    atomic_store_explicit(&s->poke, 0, memory_order_relaxed);
+    atomic_store_explicit(&s->poke, ++s->joins << 8 | PM__POKE_WAIT, memory_order_relaxed);
     atomic_store(&s->parked, true); /* comes only when poked */
     pm__pollers_add(s, kind);
 }
@@ -611,8 +623,7 @@ static bool idle_unlocked(pm__stub_t *s, pm__task_t **t)
     if (atomic_load(&pm__rt.ready_any[kind])) {
         if (leave_pollers(s, kind))
             return false;
-        *t = await_poke(s);
-        return true;
+        return await_poke(s, t);
     }
     *t = poll_spell(s, 0, pm__rt.spin_ns, gen);
     return true;
@@ -708,12 +719,13 @@ static int pollers_alloc(int n)
 {
     int words = (n + 63) / 64;
     size_t bytes = ((size_t)words * sizeof(atomic_uint_fast64_t) + 63) & ~(size_t)63;
-    atomic_uint_fast64_t *p = aligned_alloc(64, 2 * bytes);
+    atomic_uint_fast64_t *p = aligned_alloc(64, 3 * bytes);
     if (p == NULL)
         return PM_ENOMEM;
-    memset(p, 0, 2 * bytes);
+    memset(p, 0, 3 * bytes);
     pm__rt.pollers[0] = p;
     pm__rt.pollers[1] = (atomic_uint_fast64_t *)((char *)p + bytes);
+    pm__rt.stashed = (atomic_uint_fast64_t *)((char *)p + 2 * bytes);
     pm__rt.poll_words = words;
     return 0;
 }
@@ -721,7 +733,7 @@ static int pollers_alloc(int n)
 static void pollers_free(void)
 {
     free(pm__rt.pollers[0]);
-    pm__rt.pollers[0] = pm__rt.pollers[1] = NULL;
+    pm__rt.pollers[0] = pm__rt.pollers[1] = pm__rt.stashed = NULL;
     pm__rt.poll_words = 0;
 }
 

@@ -339,6 +339,73 @@ START_TEST(kept_task_ended_meanwhile_stays_unlisted)
 }
 END_TEST
 
+/* A stub joins the pollers as stub_main does: its poke word WAIT with
+ * its count of joins, then its bit. */
+static void join(pm__stub_t *s)
+{
+    atomic_store(&s->poke, ++s->joins << 8 | PM__POKE_WAIT);
+    atomic_fetch_or(&pm__rt.pollers[0][0], 1ull << s->index);
+}
+
+/* A program thread's stash of polling stubs: it hands tasks to them
+ * highest first without the pollers' word; a stashed stub whose spell
+ * ends takes itself back, and the stash then cannot claim it, not even
+ * after it joined the pollers again (a claim by the stash's old word
+ * would hand it a task while another thread may pop and poke it too); a
+ * stub that another thread popped off the word is owed that poke and
+ * never takes itself back; a poked stub's mark is cleared. */
+START_TEST(stash_claims_only_stubs_still_waiting)
+{
+    static atomic_uint_fast64_t words[2];
+    pm__stub_t *saved = pm__rt.stubs;
+    const int nstubs = pm__rt.nstubs, nwords = pm__rt.poll_words;
+    atomic_uint_fast64_t *pollers = pm__rt.pollers[0], *stashed = pm__rt.stashed;
+    for (int i = 0; i < NSTUBS; i++)
+        stubs[i] = (pm__stub_t){.index = i, .ops = &pm__cpu_ops};
+    pm__rt.stubs = stubs;
+    pm__rt.nstubs = NSTUBS;
+    pm__rt.pollers[0] = &words[0];
+    pm__rt.stashed = &words[1];
+    pm__rt.poll_words = 1;
+    atomic_store(&words[0], 0);
+    atomic_store(&words[1], 0);
+    for (int i = 0; i < 3; i++)
+        join(&stubs[i]);
+
+    uint64_t w2, w1, w0, w;
+    pm__stub_t *s = pm__stash_next(true, &w2); /* takes all three */
+    ck_assert_ptr_eq(s, &stubs[2]);
+    ck_assert_uint_eq(atomic_load(&words[0]), 0);
+    ck_assert_uint_eq(atomic_load(&words[1]), 7);
+    ck_assert(pm__stash_poke(s, w2, (pm__task_t *)&w));
+    ck_assert_uint_eq(pm__poke_state(atomic_load(&stubs[2].poke)), PM__POKE_DONE);
+    ck_assert_ptr_eq(pm__poke_taken(&stubs[2]), (pm__task_t *)&w);
+    ck_assert_uint_eq(atomic_load(&words[1]), 3); /* its mark cleared */
+
+    ck_assert_ptr_eq(pm__stash_next(false, &w1), &stubs[1]);
+    ck_assert(pm__poke_take_back(&stubs[1])); /* its spell ended first */
+    ck_assert_uint_eq(atomic_load(&words[1]), 1);
+    join(&stubs[1]); /* and it polls again */
+    ck_assert(!pm__stash_poke(&stubs[1], w1, NULL));
+    ck_assert_uint_eq(pm__poke_state(atomic_load(&stubs[1].poke)), PM__POKE_WAIT);
+    ck_assert_ptr_eq(pm__pollers_pop(0), &stubs[1]); /* popped: owed its poke */
+    ck_assert(!pm__poke_take_back(&stubs[1]));
+
+    ck_assert_ptr_eq(pm__stash_next(false, &w0), &stubs[0]);
+    ck_assert(pm__poke_take_back(&stubs[0]));
+    ck_assert(!pm__stash_poke(&stubs[0], w0, NULL)); /* gone before its claim */
+    ck_assert(!pm__poke_take_back(&stubs[0]));       /* once */
+    ck_assert_ptr_null(pm__stash_next(false, &w));
+    ck_assert_uint_eq(atomic_load(&words[1]), 0);
+
+    pm__rt.stubs = saved;
+    pm__rt.nstubs = nstubs;
+    pm__rt.pollers[0] = pollers;
+    pm__rt.stashed = stashed;
+    pm__rt.poll_words = nwords;
+}
+END_TEST
+
 /* A batch whose first chunk ran long gives the rest back only when the
  * rest, at that chunk's time, is worth engaging another stub: a batch of
  * one-subtask chunks after a slow first chunk stays with its stub (on 16
@@ -673,6 +740,7 @@ int main(void)
     tcase_add_test(tc, drained_task_stays_listed_with_chunks_given_back);
     tcase_add_test(tc, batch_given_back_relists_task);
     tcase_add_test(tc, kept_task_ended_meanwhile_stays_unlisted);
+    tcase_add_test(tc, stash_claims_only_stubs_still_waiting);
     tcase_add_test(tc, short_rest_of_batch_stays);
     suite_add_tcase(s, tc);
     TCase *th = tcase_create("hosts");
