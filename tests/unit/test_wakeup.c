@@ -133,8 +133,11 @@ END_TEST
  * and tasks of several chunks poke several (and waits now and then, so
  * that stubs also park and are woken). A stub that a poker takes off as
  * its spell ends is owed that poke and must wait for it: otherwise the
- * handed task never runs and the waits hang. Every subtask runs, with
- * its own id and task.
+ * handed task never runs and the waits hang. The tasks of one chunk go
+ * to pollers of the program thread's stash (where several poll, stashed
+ * stubs whose spell ends also take themselves back meanwhile: the
+ * protocol's own test is in the scheduling suite). Every subtask runs,
+ * with its own id and task.
  */
 #define SPELL_TASKS 3000
 #define SPELL_WIDE 6
