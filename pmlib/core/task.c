@@ -946,6 +946,31 @@ bool pm__stash_poke(pm__stub_t *s, uint64_t word, pm__task_t *t)
     return true;
 }
 
+/* Gives t (or NULL) to the next stub of this thread's stash that still
+ * waits, with a hold for it (plain where no other thread knows t yet):
+ * false when the stash runs out (filled once more first if `fill`).
+ * Inlined: called out of line from hand_whole, empty tasks cost 1.07x
+ * on 16 cores (two calls, 7 and 14 rounds). */
+static inline __attribute__((always_inline)) bool stash_give(pm__task_t *t, bool fill, bool plain)
+{
+    uint64_t word;
+    plain = plain && t != NULL;
+    const int holds = plain ? atomic_load_explicit(&t->holds, memory_order_relaxed) : 0;
+    for (pm__stub_t *s; (s = pm__stash_next(fill, &word)) != NULL;) {
+        if (plain)
+            atomic_store_explicit(&t->holds, holds + 1, memory_order_relaxed);
+        else if (t != NULL)
+            atomic_fetch_add_explicit(&t->holds, 1, memory_order_relaxed);
+        if (pm__stash_poke(s, word, t))
+            return true;
+        if (plain)
+            atomic_store_explicit(&t->holds, holds, memory_order_relaxed);
+        else if (t != NULL)
+            atomic_fetch_sub_explicit(&t->holds, 1, memory_order_relaxed);
+    }
+    return false;
+}
+
 /* Pokes up to `n` polling stubs of kind k, handing each t (NULL: nothing),
  * and returns how many; no lock needed. The holds of a round of pokes are
  * in place before its first poke: a poked stub may run the whole of a
@@ -953,19 +978,11 @@ bool pm__stash_poke(pm__stub_t *s, uint64_t word, pm__task_t *t)
 static uint64_t poke_pollers(int k, uint64_t n, pm__task_t *t)
 {
     uint64_t poked = 0;
-    pm__stub_t *s;
-    uint64_t word;
     /* In pm_task_submit: this thread's stash first (its stubs are off
      * the word); t is held by the program, so a hold given back here
      * never frees it. */
-    while (k == 0 && stash.submitting != NULL && poked < n && (s = pm__stash_next(false, &word)) != NULL) {
-        if (t != NULL)
-            atomic_fetch_add_explicit(&t->holds, 1, memory_order_relaxed);
-        if (pm__stash_poke(s, word, t))
-            poked++;
-        else if (t != NULL)
-            atomic_fetch_sub_explicit(&t->holds, 1, memory_order_relaxed);
-    }
+    while (k == 0 && stash.submitting != NULL && poked < n && stash_give(t, false, false))
+        poked++;
     while (poked < n) {
         pm__stub_t *got[64];
         int m = 0;
@@ -1114,20 +1131,10 @@ static bool hand_whole(pm__task_t *t)
     const pm__stub_t *me = pm__self_stub;
     if (me != NULL && me->ops->kind == PM_DEVICE_CPU && pm__task_runnable_on(t, me))
         return false;
-    if (stash.submitting != NULL) { /* a program thread's submit: its stash */
-        uint64_t word;
-        for (pm__stub_t *s; (s = pm__stash_next(true, &word)) != NULL;) {
-            if (t == stash.submitting) /* no other thread knows t yet: no locked add */
-                atomic_store_explicit(&t->holds, atomic_load_explicit(&t->holds, memory_order_relaxed) + 1,
-                                      memory_order_relaxed);
-            else
-                atomic_fetch_add_explicit(&t->holds, 1, memory_order_relaxed);
-            if (pm__stash_poke(s, word, t))
-                return true;
-            atomic_fetch_sub_explicit(&t->holds, 1, memory_order_relaxed);
-        }
-        return false;
-    }
+    /* A program thread's submit: its stash (the task it submits is no
+     * other thread's yet). */
+    if (stash.submitting != NULL)
+        return stash_give(t, true, t == stash.submitting);
     return poke_pollers(0, 1, t) == 1;
 }
 

@@ -449,11 +449,15 @@ static bool may_poll_locked(void)
     return pm__pollers_count(0) + pm__pollers_count(1) == 0 || pm__stubs_poll_room() >= 0;
 }
 
+/* Whether a poke came (s->handed is then to be read). */
+static bool poke_done(const pm__stub_t *s)
+{
+    return pm__poke_state(atomic_load_explicit(&s->poke, memory_order_acquire)) == PM__POKE_DONE;
+}
+
 static bool poked(const void *arg)
 {
-    const pm__stub_t *s = arg;
-    return pm__poke_state(atomic_load_explicit(&s->poke, memory_order_acquire)) == PM__POKE_DONE ||
-           atomic_load_explicit(&pm__rt.shutdown, memory_order_relaxed);
+    return poke_done(arg) || atomic_load_explicit(&pm__rt.shutdown, memory_order_relaxed);
 }
 
 /* A polling stub's wait where it makes the comm thread's progress itself:
@@ -517,7 +521,7 @@ static bool leave_pollers(pm__stub_t *s, int kind)
 static bool await_poke(pm__stub_t *s, pm__task_t **t)
 {
     for (;;) {
-        if (pm__poke_state(atomic_load_explicit(&s->poke, memory_order_acquire)) == PM__POKE_DONE) {
+        if (poke_done(s)) {
             *t = pm__poke_taken(s);
             return true;
         }
@@ -539,7 +543,7 @@ static pm__task_t *poll_spell(pm__stub_t *s, uint64_t wait_ns, uint64_t spell, u
      * (many stubs poked at once would queue for it). */
     poll_wait_t w = {s, gen};
     bool done = pm__rt.nhosts > 1 ? pm__comm_spin(poked_or_news, &w, spell) : pm__spin_for(poked, s, spell);
-    if (done && pm__poke_state(atomic_load_explicit(&s->poke, memory_order_acquire)) == PM__POKE_DONE)
+    if (done && poke_done(s))
         return pm__poke_taken(s);
     pthread_mutex_lock(&pm__rt.ready_lock);
     if (!leave_pollers(s, kind)) {
